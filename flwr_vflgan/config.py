@@ -1,0 +1,216 @@
+"""Validated configuration for the VFLGAN family.
+
+Every tunable is a field of a frozen dataclass, and every default is defined here once.
+Hydra YAML (``conf/``) and Flower's ``run_config`` only override these values.
+
+Defaults follow paper 000 where it is explicit and the reference implementation's Adult
+settings where it is silent (``adult/GAN_vfl_shadow.py``: latent 20, generator
+20-32-64-128, BatchNorm eps 0.8, local discriminator first part 256-128, shared
+discriminator 128-1, gradient-penalty weight 30, Adam 5e-4 with betas (0.5, 0.999),
+batch 64, five critic steps per generator step, 75 epochs, hard Gumbel-softmax with
+temperature 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+
+class Variant(str, Enum):
+    """Which member of the VFLGAN family to train."""
+
+    VFLGAN = "vflgan"
+    """Local discriminators with a local second part, plus the shared discriminator."""
+    VFLGAN_BASE = "vflgan_base"
+    """Paper 000, Appendix A.5: the local second parts and their losses are removed."""
+    WGAN_GP = "wgan_gp"
+    """Centralized WGAN-GP on the concatenated table: the quality upper bound."""
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+def _check_widths(name: str, widths: tuple[int, ...], allow_empty: bool) -> None:
+    if not allow_empty and len(widths) == 0:
+        raise ValueError(f"{name} must list at least one layer width, got ()")
+    for w in widths:
+        if not isinstance(w, int) or isinstance(w, bool) or w <= 0:
+            raise ValueError(f"{name} must contain positive integers, got {widths!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture of the generators and discriminators (paper 000, Appendix A.4).
+
+    Parameters
+    ----------
+    latent_dim
+        Length of the shared noise vector ``z`` fed to every party's generator.
+    generator_hidden
+        Hidden widths of each party's generator; BatchNorm follows every hidden layer
+        but the first.
+    batchnorm_eps
+        BatchNorm epsilon of the generator (0.8 in the reference implementation).
+    leaky_slope
+        Negative slope of every LeakyReLU.
+    disc_hidden
+        Hidden widths of the first part of a local discriminator, before the feature layer.
+    feature_dim
+        Width of the intermediate feature a local discriminator sends to the server.
+    shared_hidden
+        Hidden widths of the shared discriminator on the concatenated features.
+    gumbel_tau, gumbel_hard
+        Gumbel-softmax temperature and straight-through switch for one-hot spans.
+    """
+
+    latent_dim: int = 20
+    generator_hidden: tuple[int, ...] = (32, 64, 128)
+    batchnorm_eps: float = 0.8
+    leaky_slope: float = 0.2
+    disc_hidden: tuple[int, ...] = (256,)
+    feature_dim: int = 128
+    shared_hidden: tuple[int, ...] = (128,)
+    gumbel_tau: float = 1.0
+    gumbel_hard: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "generator_hidden", tuple(self.generator_hidden))
+        object.__setattr__(self, "disc_hidden", tuple(self.disc_hidden))
+        object.__setattr__(self, "shared_hidden", tuple(self.shared_hidden))
+        if not isinstance(self.latent_dim, int) or self.latent_dim <= 0:
+            raise ValueError(f"latent_dim must be a positive integer, got {self.latent_dim!r}")
+        if not isinstance(self.feature_dim, int) or self.feature_dim <= 0:
+            raise ValueError(f"feature_dim must be a positive integer, got {self.feature_dim!r}")
+        _check_widths("generator_hidden", self.generator_hidden, allow_empty=False)
+        _check_widths("disc_hidden", self.disc_hidden, allow_empty=True)
+        _check_widths("shared_hidden", self.shared_hidden, allow_empty=True)
+        _check_positive("batchnorm_eps", self.batchnorm_eps)
+        _check_positive("gumbel_tau", self.gumbel_tau)
+        if not 0 <= self.leaky_slope < 1:
+            raise ValueError(f"leaky_slope must be in [0, 1), got {self.leaky_slope!r}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation schedule (paper 000, Algorithm 1).
+
+    Parameters
+    ----------
+    epochs
+        ``T_max``. One epoch is ``n_rows // batch_size`` discriminator steps.
+    max_steps
+        Optional cap on the total number of training steps (discriminator plus
+        generator steps, i.e. exchanges); ``None`` means no cap.
+    batch_size
+        ``B``. Each discriminator step draws a fixed-size batch without replacement,
+        the same rows at every party (a pseudorandom generator they share).
+    n_critic
+        ``T_d``: discriminator steps before each generator step.
+    lr, betas
+        Adam settings for every generator and discriminator.
+    gp_weight
+        ``lambda`` of the gradient penalty of every discriminator.
+    shared_d_weight, shared_g_weight
+        ``lambda_1`` (eq. 8) and ``lambda_2`` (eq. 9): weight of the shared
+        discriminator in the discriminator and generator objectives.
+    eval_every
+        Evaluate the Frechet distance every this many epochs (0 disables it).
+    eval_rows
+        Synthetic rows generated for each evaluation; ``None`` means as many as the
+        training table has.
+    """
+
+    epochs: int = 75
+    max_steps: int | None = None
+    batch_size: int = 64
+    n_critic: int = 5
+    lr: float = 5e-4
+    betas: tuple[float, float] = (0.5, 0.999)
+    gp_weight: float = 30.0
+    shared_d_weight: float = 1.0
+    shared_g_weight: float = 1.0
+    eval_every: int = 1
+    eval_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
+        for name in ("epochs", "batch_size", "n_critic"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_steps is not None and (
+            not isinstance(self.max_steps, int) or self.max_steps <= 0
+        ):
+            raise ValueError(f"max_steps must be a positive integer or null, got {self.max_steps!r}")
+        if self.eval_rows is not None and (
+            not isinstance(self.eval_rows, int) or self.eval_rows <= 1
+        ):
+            raise ValueError(f"eval_rows must be an integer > 1 or null, got {self.eval_rows!r}")
+        if not isinstance(self.eval_every, int) or self.eval_every < 0:
+            raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
+        _check_positive("lr", self.lr)
+        _check_positive("gp_weight", self.gp_weight)
+        _check_positive("shared_d_weight", self.shared_d_weight)
+        _check_positive("shared_g_weight", self.shared_g_weight)
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+
+
+@dataclass(frozen=True)
+class VFLGANConfig:
+    """Everything a VFLGAN-family run needs besides the data and the runtime."""
+
+    variant: Variant = Variant.VFLGAN
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.variant, Variant):
+            object.__setattr__(self, "variant", parse_variant(self.variant))
+
+    @property
+    def has_local_head(self) -> bool:
+        """Whether local discriminators have a second part and their own loss."""
+        return self.variant is Variant.VFLGAN
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-serialisable form (the inverse of :meth:`from_dict`)."""
+        out = asdict(self)
+        out["variant"] = self.variant.value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VFLGANConfig:
+        """Build from a plain mapping; unknown keys are errors that list the valid ones."""
+        data = dict(data)
+        model = _build(ModelConfig, data.pop("model", {}) or {}, "model")
+        train = _build(TrainConfig, data.pop("train", {}) or {}, "train")
+        variant = data.pop("variant", Variant.VFLGAN.value)
+        if data:
+            raise ValueError(
+                f"unknown VFLGAN config keys {sorted(data)}; valid: ['model', 'train', 'variant']"
+            )
+        return cls(variant=parse_variant(variant), model=model, train=train)
+
+
+def parse_variant(value: str | Variant) -> Variant:
+    """Parse a variant name, listing the valid ones on error."""
+    if isinstance(value, Variant):
+        return value
+    try:
+        return Variant(value)
+    except ValueError:
+        valid = [v.value for v in Variant]
+        raise ValueError(f"unknown algorithm variant {value!r}; valid: {valid}") from None
+
+
+def _build(cls: type, values: dict[str, Any], section: str) -> Any:
+    valid = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise ValueError(f"unknown {section} config keys {unknown}; valid: {sorted(valid)}")
+    return cls(**values)

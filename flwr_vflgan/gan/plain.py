@@ -1,0 +1,235 @@
+"""Single-process trainers: the plain VFLGAN loop and the centralized WGAN-GP reference.
+
+:class:`PlainVFLGAN` does exactly the math of the federated protocol (same models, same
+random draws, same losses) in one autograd graph per step, without messages and without
+recomputation. It is the benchmark's lower bound and the reference the protocol is
+tested against: after the same steps both hold the same parameters.
+
+:class:`CentralizedWGANGP` is paper 000's WGAN_GP baseline on the concatenated table. Its
+capacity matches VFLGAN's: the generator's hidden widths and the discriminator's are the
+per-party widths times the number of parties, and the critic is a feature network
+followed by the shared-discriminator head, so VFLGAN-base's block-diagonal discriminator
+is a special case of it. The gradient penalty is the standard one, on the input rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.gan.losses import critic_loss, generator_loss
+from flwr_vflgan.gan.schedule import StepKind
+from flwr_vflgan.gan.vflgan import PartyTrainer, ServerTrainer
+from flwr_vflgan.nn.models import (
+    LocalDiscriminator,
+    PartyGenerator,
+    SharedDiscriminator,
+    SpanLike,
+    eval_mode,
+    seeded_init,
+)
+from flwr_vflgan.runtime.rng import (
+    Stream,
+    batch_indices,
+    derive_seed,
+    latent_noise,
+    torch_generator,
+    uniform_alpha,
+)
+
+
+class PlainVFLGAN:
+    """All parties and the server in one process, one graph per step."""
+
+    def __init__(
+        self,
+        config: VFLGANConfig,
+        party_spans: Sequence[Sequence[SpanLike]],
+        party_data: Sequence[torch.Tensor],
+        shared_seed: int,
+        server_seed: int,
+    ) -> None:
+        if len(party_spans) != len(party_data):
+            raise ValueError(f"{len(party_spans)} span lists but {len(party_data)} data blocks")
+        rows = {int(d.shape[0]) for d in party_data}
+        if len(rows) != 1:
+            raise ValueError(f"parties hold different row counts: {sorted(rows)}")
+        self.config = config
+        self.parties = [
+            PartyTrainer(config, spans, data, shared_seed, index)
+            for index, (spans, data) in enumerate(zip(party_spans, party_data, strict=True))
+        ]
+        self.server = ServerTrainer(config, len(self.parties), server_seed)
+
+    def step(self, step: int, kind: StepKind) -> float:
+        """Run one step; returns ``L_{D_s}`` (D step) or ``-E[D_s(f~)]`` (G step)."""
+        if kind is StepKind.DISCRIMINATOR:
+            return self._discriminator_step(step)
+        return self._generator_step(step)
+
+    def _discriminator_step(self, step: int) -> float:
+        train = self.config.train
+        reals, fakes, f_real, f_fake = [], [], [], []
+        for party in self.parties:
+            real = party._batch(step)
+            with torch.no_grad():
+                fake = party._fake(step)
+            reals.append(real)
+            fakes.append(fake)
+            f_real.append(party.discriminator.features(real))
+            f_fake.append(party.discriminator.features(fake))
+        real_all, fake_all = torch.cat(f_real, dim=1), torch.cat(f_fake, dim=1)
+        alpha = uniform_alpha(self.server.seed, Stream.SERVER_ALPHA, step, real_all.shape[0])
+        shared_loss, _ = critic_loss(self.server.discriminator, real_all, fake_all, alpha, train.gp_weight)
+        total = train.shared_d_weight * shared_loss
+        if self.config.has_local_head:
+            for party, real, fake, fr, ff in zip(self.parties, reals, fakes, f_real, f_fake, strict=True):
+                alpha_i = uniform_alpha(party.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
+                local, _ = _local_critic_loss(party.discriminator, real, fake, fr, ff, alpha_i, train.gp_weight)
+                total = total + local
+        self.server.opt.zero_grad(set_to_none=True)
+        for party in self.parties:
+            party.d_opt.zero_grad(set_to_none=True)
+        total.backward()
+        self.server.opt.step()
+        for party in self.parties:
+            party.d_opt.step()
+        return float(shared_loss.detach())
+
+    def _generator_step(self, step: int) -> float:
+        train = self.config.train
+        f_fake = []
+        total = torch.zeros(())
+        for party in self.parties:
+            features = party.discriminator.features(party._fake(step))
+            f_fake.append(features)
+            if self.config.has_local_head:
+                total = total + generator_loss(party.discriminator.score(features))
+        shared_loss = generator_loss(self.server.discriminator(torch.cat(f_fake, dim=1)))
+        total = total + train.shared_g_weight * shared_loss
+        for party in self.parties:
+            party.g_opt.zero_grad(set_to_none=True)
+        total.backward()
+        for party in self.parties:
+            party.g_opt.step()
+            party.discriminator.zero_grad(set_to_none=True)
+        self.server.discriminator.zero_grad(set_to_none=True)
+        return float(shared_loss.detach())
+
+    def generate(self, n_rows: int, draw: int) -> list[torch.Tensor]:
+        """Each party's encoded synthetic rows for evaluation draw ``draw``."""
+        return [party.generate(n_rows, draw) for party in self.parties]
+
+
+def _local_critic_loss(
+    disc: LocalDiscriminator,
+    real: torch.Tensor,
+    fake: torch.Tensor,
+    f_real: torch.Tensor,
+    f_fake: torch.Tensor,
+    alpha: torch.Tensor,
+    gp_weight: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    from flwr_vflgan.gan.losses import gradient_penalty
+
+    penalty = gradient_penalty(disc, real, fake, alpha)
+    loss = -disc.score(f_real).mean() + disc.score(f_fake).mean() + gp_weight * penalty
+    return loss, penalty
+
+
+class _Critic(nn.Module):
+    def __init__(self, features: LocalDiscriminator, head: SharedDiscriminator) -> None:
+        super().__init__()
+        self.features = features
+        self.head = head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features.features(x))
+
+
+class CentralizedWGANGP:
+    """WGAN-GP on the concatenated table with VFLGAN's total capacity.
+
+    Parameters
+    ----------
+    config
+        Model and training configuration (the per-party widths).
+    spans
+        Output spans of the whole encoded table.
+    data
+        Encoded training rows of the whole table.
+    n_parties
+        Width multiplier: the number of parties of the VFLGAN run it is compared with.
+    seed
+        Seed of every random draw.
+    """
+
+    def __init__(
+        self,
+        config: VFLGANConfig,
+        spans: Sequence[SpanLike],
+        data: torch.Tensor,
+        n_parties: int,
+        seed: int,
+    ) -> None:
+        if n_parties < 1:
+            raise ValueError(f"n_parties must be >= 1, got {n_parties}")
+        model, train = config.model, config.train
+        self.config = config
+        self.data = data
+        self.seed = seed
+        m = n_parties
+        with seeded_init(derive_seed(seed, Stream.INIT)):
+            self.generator = PartyGenerator(
+                model.latent_dim,
+                [w * m for w in model.generator_hidden],
+                spans,
+                batchnorm_eps=model.batchnorm_eps,
+                leaky_slope=model.leaky_slope,
+                gumbel_tau=model.gumbel_tau,
+                gumbel_hard=model.gumbel_hard,
+            )
+            features = LocalDiscriminator(
+                data.shape[1],
+                [w * m for w in model.disc_hidden],
+                model.feature_dim * m,
+                local_head=False,
+                leaky_slope=model.leaky_slope,
+            )
+            head = SharedDiscriminator(model.feature_dim * m, model.shared_hidden, leaky_slope=model.leaky_slope)
+        self.critic = _Critic(features, head)
+        self.g_opt = torch.optim.Adam(self.generator.parameters(), lr=train.lr, betas=train.betas)
+        self.d_opt = torch.optim.Adam(self.critic.parameters(), lr=train.lr, betas=train.betas)
+
+    def _fake(self, step: int) -> torch.Tensor:
+        z = latent_noise(self.seed, step, self.config.train.batch_size, self.config.model.latent_dim)
+        return self.generator(z, torch_generator(self.seed, Stream.GUMBEL, step))
+
+    def step(self, step: int, kind: StepKind) -> float:
+        """One critic or generator update; returns the critic loss or the generator loss."""
+        train = self.config.train
+        if kind is StepKind.DISCRIMINATOR:
+            real = self.data[batch_indices(self.seed, step, self.data.shape[0], train.batch_size)]
+            with torch.no_grad():
+                fake = self._fake(step)
+            alpha = uniform_alpha(self.seed, Stream.LOCAL_ALPHA, step, real.shape[0])
+            loss, _ = critic_loss(self.critic, real, fake, alpha, train.gp_weight)
+            self.d_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.d_opt.step()
+            return float(loss.detach())
+        loss = generator_loss(self.critic(self._fake(step)))
+        self.g_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.g_opt.step()
+        self.critic.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+    def generate(self, n_rows: int, draw: int) -> torch.Tensor:
+        """Encoded synthetic rows of the whole table for evaluation draw ``draw``."""
+        z = latent_noise(self.seed, draw, n_rows, self.config.model.latent_dim, Stream.EVAL_NOISE)
+        with eval_mode(self.generator):
+            return self.generator(z, torch_generator(self.seed, Stream.EVAL_NOISE, draw))

@@ -1,0 +1,74 @@
+"""The training schedule of Algorithm 1 (paper 000) as a pure function of the step number.
+
+One *step* is one discriminator update or one generator update, and costs one exchange
+in the federated protocol. An epoch holds ``S = n_rows // batch_size`` discriminator
+steps; after every ``n_critic``-th discriminator step of an epoch comes one generator
+step, so an epoch is ``S + S // n_critic`` steps. Both the server and every party derive
+the kind of step ``t`` from ``t`` alone, which lets a party reject an out-of-order message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class StepKind(str, Enum):
+    """What a step updates."""
+
+    DISCRIMINATOR = "d"
+    GENERATOR = "g"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Maps global step numbers to (epoch, kind)."""
+
+    n_rows: int
+    batch_size: int
+    n_critic: int
+    epochs: int
+    max_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_size > self.n_rows:
+            raise ValueError(
+                f"batch_size={self.batch_size} is larger than the {self.n_rows} training rows"
+            )
+        if self.n_critic <= 0 or self.epochs <= 0:
+            raise ValueError(f"n_critic and epochs must be positive, got {self.n_critic}, {self.epochs}")
+
+    @property
+    def d_steps_per_epoch(self) -> int:
+        """``S``: discriminator steps per epoch."""
+        return self.n_rows // self.batch_size
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Discriminator plus generator steps per epoch."""
+        s = self.d_steps_per_epoch
+        return s + s // self.n_critic
+
+    @property
+    def total_steps(self) -> int:
+        """Steps of the whole run, honouring ``max_steps``."""
+        full = self.epochs * self.steps_per_epoch
+        return full if self.max_steps is None else min(full, self.max_steps)
+
+    def kind(self, step: int) -> StepKind:
+        """Whether step ``step`` (0-based) updates the discriminators or the generators."""
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        within = step % self.steps_per_epoch
+        cycle = self.n_critic + 1
+        if within < (self.d_steps_per_epoch // self.n_critic) * cycle and within % cycle == self.n_critic:
+            return StepKind.GENERATOR
+        return StepKind.DISCRIMINATOR
+
+    def epoch_of(self, step: int) -> int:
+        """1-based epoch that step ``step`` belongs to."""
+        return step // self.steps_per_epoch + 1
+
+    def ends_epoch(self, step: int) -> bool:
+        """Whether step ``step`` is the last step of its epoch."""
+        return (step + 1) % self.steps_per_epoch == 0

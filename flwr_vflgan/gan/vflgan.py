@@ -1,0 +1,281 @@
+"""VFLGAN's per-party and server computations (paper 000, Section 3.3, eqs. 8-19).
+
+The protocol splits every step into a *forward* (the party sends its intermediate
+features) and an *apply* (the party receives the server's gradients with respect to those
+features and updates its models). The two halves of one step happen in different
+messages, possibly in different processes, so :meth:`PartyTrainer.apply` recomputes the
+forward pass with the same random draws (:mod:`flwr_vflgan.runtime.rng`) instead of
+keeping an autograd graph alive. The forward half runs without autograd.
+
+Objective (two or more parties, ``lambda_1``/``lambda_2`` the shared weights):
+
+* discriminators minimise ``sum_i L(D_i, x~_i, x_i) + lambda_1 L(D_s, f~, f)`` (eq. 8);
+  party ``i``'s gradient is ``grad L_{D_i} + lambda_1 grad L_{D_s}`` (eq. 14/15), the
+  second term arriving as ``lambda_1 dL_{D_s}/df_i`` from the server;
+* generators minimise ``-sum_i E[D_i(G_i(z))] - lambda_2 E[D_s([f~_1..f~_M])]`` (eq. 17).
+
+VFLGAN-base drops ``D_i^2`` and ``L_{D_i}`` (Appendix A.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.gan.losses import critic_loss, gradient_penalty, generator_loss
+from flwr_vflgan.gan.schedule import StepKind
+from flwr_vflgan.nn.models import (
+    LocalDiscriminator,
+    PartyGenerator,
+    SharedDiscriminator,
+    SpanLike,
+    eval_mode,
+    frozen_batchnorm_stats,
+    seeded_init,
+)
+from flwr_vflgan.runtime.flat import FlatState
+from flwr_vflgan.runtime.rng import (
+    Stream,
+    batch_indices,
+    derive_seed,
+    latent_noise,
+    torch_generator,
+    uniform_alpha,
+)
+
+
+@dataclass(frozen=True)
+class PartyForward:
+    """What a party sends for one step: features of its real rows (D steps) and fakes."""
+
+    real: torch.Tensor | None
+    fake: torch.Tensor
+
+
+def local_seed(shared_seed: int, party: int) -> int:
+    """A party's private seed (Gumbel noise), derived from its shared seed and index."""
+    return derive_seed(shared_seed, Stream.GUMBEL, 0, party + 1)
+
+
+class PartyTrainer:
+    """One party's generator ``G_i``, local discriminator ``D_i`` and their optimizers.
+
+    Parameters
+    ----------
+    config
+        Model and training configuration (identical at every party and the server).
+    spans
+        Output spans of this party's encoded columns.
+    data
+        This party's encoded training rows, ``float32`` of shape ``(n_rows, width)``.
+    shared_seed
+        Seed every party knows and the server does not: batch rows, ``z`` and the
+        local gradient-penalty interpolation weights come from it.
+    party
+        This party's index (its Gumbel noise is private to it).
+    """
+
+    def __init__(
+        self,
+        config: VFLGANConfig,
+        spans: Sequence[SpanLike],
+        data: torch.Tensor,
+        shared_seed: int,
+        party: int,
+    ) -> None:
+        if data.dtype != torch.float32 or data.ndim != 2:
+            raise ValueError(f"party data must be a 2-D float32 tensor, got {data.dtype} {tuple(data.shape)}")
+        if not torch.isfinite(data).all():
+            raise ValueError("party data contains non-finite values")
+        width = sum(span.width for span in spans)
+        if data.shape[1] != width:
+            raise ValueError(f"party data has {data.shape[1]} columns, its spans cover {width}")
+        self.config = config
+        self.data = data
+        self.shared_seed = shared_seed
+        self.private_seed = local_seed(shared_seed, party)
+        model, train = config.model, config.train
+        with seeded_init(derive_seed(self.private_seed, Stream.INIT)):
+            self.generator = PartyGenerator(
+                model.latent_dim,
+                model.generator_hidden,
+                spans,
+                batchnorm_eps=model.batchnorm_eps,
+                leaky_slope=model.leaky_slope,
+                gumbel_tau=model.gumbel_tau,
+                gumbel_hard=model.gumbel_hard,
+            )
+            self.discriminator = LocalDiscriminator(
+                width,
+                model.disc_hidden,
+                model.feature_dim,
+                local_head=config.has_local_head,
+                leaky_slope=model.leaky_slope,
+            )
+        self.g_opt = torch.optim.Adam(self.generator.parameters(), lr=train.lr, betas=train.betas)
+        self.d_opt = torch.optim.Adam(self.discriminator.parameters(), lr=train.lr, betas=train.betas)
+        self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
+
+    # -- random draws of a step ------------------------------------------------------
+    def _batch(self, step: int) -> torch.Tensor:
+        idx = batch_indices(self.shared_seed, step, self.data.shape[0], self.config.train.batch_size)
+        return self.data[idx]
+
+    def _fake(self, step: int) -> torch.Tensor:
+        z = latent_noise(self.shared_seed, step, self.config.train.batch_size, self.config.model.latent_dim)
+        return self.generator(z, torch_generator(self.private_seed, Stream.GUMBEL, step))
+
+    # -- protocol halves ---------------------------------------------------------------
+    def forward(self, step: int, kind: StepKind) -> PartyForward:
+        """Features for step ``step``; updates BatchNorm statistics exactly once."""
+        with torch.no_grad():
+            fake = self.discriminator.features(self._fake(step))
+            if kind is StepKind.GENERATOR:
+                return PartyForward(real=None, fake=fake)
+            real = self.discriminator.features(self._batch(step))
+        return PartyForward(real=real, fake=fake)
+
+    def apply(
+        self,
+        step: int,
+        kind: StepKind,
+        grad_real: torch.Tensor | None,
+        grad_fake: torch.Tensor,
+    ) -> float:
+        """Update ``D_i`` (D step) or ``G_i`` (G step) from the server's feature gradients.
+
+        Returns the party's local loss (``L_{D_i}``, or ``-E[D_i(x~_i)]``; 0 for VFLGAN-base).
+        """
+        if kind is StepKind.DISCRIMINATOR:
+            if grad_real is None:
+                raise ValueError("a discriminator step needs gradients for the real features")
+            return self._apply_discriminator(step, grad_real, grad_fake)
+        return self._apply_generator(step, grad_fake)
+
+    def _apply_discriminator(self, step: int, grad_real: torch.Tensor, grad_fake: torch.Tensor) -> float:
+        real = self._batch(step)
+        with torch.no_grad(), frozen_batchnorm_stats(self.generator):
+            fake = self._fake(step)
+        f_real = self.discriminator.features(real)
+        f_fake = self.discriminator.features(fake)
+        surrogate = (f_real * grad_real).sum() + (f_fake * grad_fake).sum()
+        local = torch.zeros(())
+        if self.config.has_local_head:
+            alpha = uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
+            penalty = gradient_penalty(self.discriminator, real, fake, alpha)
+            local = (
+                -self.discriminator.score(f_real).mean()
+                + self.discriminator.score(f_fake).mean()
+                + self.config.train.gp_weight * penalty
+            )
+        self.d_opt.zero_grad(set_to_none=True)
+        (local + surrogate).backward()
+        self.d_opt.step()
+        return float(local.detach())
+
+    def _apply_generator(self, step: int, grad_fake: torch.Tensor) -> float:
+        with frozen_batchnorm_stats(self.generator):
+            fake = self._fake(step)
+        f_fake = self.discriminator.features(fake)
+        surrogate = (f_fake * grad_fake).sum()
+        local = torch.zeros(())
+        if self.config.has_local_head:
+            local = generator_loss(self.discriminator.score(f_fake))
+        self.g_opt.zero_grad(set_to_none=True)
+        (local + surrogate).backward()
+        self.g_opt.step()
+        self.discriminator.zero_grad(set_to_none=True)
+        return float(local.detach())
+
+    # -- sampling ------------------------------------------------------------------------
+    def generate(self, n_rows: int, draw: int) -> torch.Tensor:
+        """``n_rows`` encoded synthetic rows from evaluation noise number ``draw``.
+
+        Every party calls this with the same ``draw`` and gets the same ``z``, so the
+        server can concatenate the parties' rows into complete records (paper 000, Fig. 3).
+        """
+        z = latent_noise(self.shared_seed, draw, n_rows, self.config.model.latent_dim, Stream.EVAL_NOISE)
+        with eval_mode(self.generator):
+            return self.generator(z, torch_generator(self.private_seed, Stream.EVAL_NOISE, draw))
+
+    def generator_snapshot(self) -> np.ndarray:
+        """Generator parameters and buffers as one float32 vector (for best-model keeping)."""
+        tensors = [*self.generator.parameters(), *self.generator.buffers()]
+        return torch.cat([t.detach().reshape(-1).float() for t in tensors]).numpy().copy()
+
+    def load_generator_snapshot(self, values: np.ndarray) -> None:
+        """Inverse of :meth:`generator_snapshot`."""
+        tensors = [t for t in [*self.generator.parameters(), *self.generator.buffers()]]
+        expected = sum(t.numel() for t in tensors)
+        if values.shape != (expected,):
+            raise ValueError(f"generator snapshot must have {expected} values, got {values.shape}")
+        offset = 0
+        with torch.no_grad():
+            for t in tensors:
+                n = t.numel()
+                t.copy_(torch.from_numpy(values[offset : offset + n]).view_as(t).to(t.dtype))
+                offset += n
+
+
+class ServerTrainer:
+    """The shared discriminator ``D_s`` and its optimizer.
+
+    Parameters
+    ----------
+    config
+        Model and training configuration.
+    n_parties
+        ``M``; ``D_s`` reads ``M * feature_dim`` concatenated features.
+    seed
+        The server's own seed (interpolation weights of its gradient penalty).
+    """
+
+    def __init__(self, config: VFLGANConfig, n_parties: int, seed: int) -> None:
+        if n_parties < 1:
+            raise ValueError(f"n_parties must be >= 1, got {n_parties}")
+        self.config = config
+        self.n_parties = n_parties
+        self.seed = seed
+        with seeded_init(derive_seed(seed, Stream.INIT)):
+            self.discriminator = SharedDiscriminator(
+                n_parties * config.model.feature_dim,
+                config.model.shared_hidden,
+                leaky_slope=config.model.leaky_slope,
+            )
+        train = config.train
+        self.opt = torch.optim.Adam(self.discriminator.parameters(), lr=train.lr, betas=train.betas)
+        self.state = FlatState([self.discriminator], [self.opt])
+
+    def discriminator_step(
+        self, step: int, real: Sequence[torch.Tensor], fake: Sequence[torch.Tensor]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], float]:
+        """Update ``D_s`` on ``lambda_1 L_{D_s}``; return each party's feature gradients.
+
+        Returns ``(grads_real, grads_fake, L_{D_s})``; the gradients already carry
+        ``lambda_1`` and include the gradient penalty's dependence on the features.
+        """
+        f_real = torch.cat(list(real), dim=1).detach().requires_grad_(True)
+        f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
+        alpha = uniform_alpha(self.seed, Stream.SERVER_ALPHA, step, f_real.shape[0])
+        loss, _ = critic_loss(self.discriminator, f_real, f_fake, alpha, self.config.train.gp_weight)
+        self.opt.zero_grad(set_to_none=True)
+        (self.config.train.shared_d_weight * loss).backward()
+        self.opt.step()
+        assert f_real.grad is not None and f_fake.grad is not None  # set by backward above
+        return self._split(f_real.grad), self._split(f_fake.grad), float(loss.detach())
+
+    def generator_step(self, fake: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], float]:
+        """Gradients of ``-lambda_2 E[D_s(f~)]`` with respect to each party's fake features."""
+        f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
+        loss = generator_loss(self.discriminator(f_fake))
+        (self.config.train.shared_g_weight * loss).backward()
+        self.discriminator.zero_grad(set_to_none=True)
+        assert f_fake.grad is not None  # set by backward above
+        return self._split(f_fake.grad), float(loss.detach())
+
+    def _split(self, grad: torch.Tensor) -> list[torch.Tensor]:
+        return list(torch.split(grad, self.config.model.feature_dim, dim=1))

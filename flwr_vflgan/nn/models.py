@@ -1,0 +1,223 @@
+"""Networks of the VFLGAN family (paper 000, Section 3.2 and Appendix A.4).
+
+* :class:`PartyGenerator` maps the shared noise ``z`` to one party's encoded columns;
+  its last activation is chosen per output span: identity for standardised numbers,
+  tanh for [-1, 1]-scaled pixels, Gumbel-softmax for one-hot categories.
+* :class:`LocalDiscriminator` is ``D_i``: a first part ``D_i^1`` whose output is the
+  intermediate feature ``f_i`` sent to the server, and (VFLGAN, not VFLGAN-base) a
+  local second part ``D_i^2`` that scores ``f_i``.
+* :class:`SharedDiscriminator` is ``D_s`` on the server, over the concatenated features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Protocol
+
+import torch
+from torch import nn
+
+
+class SpanLike(Protocol):
+    """What an output head needs to know about one encoded column."""
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def width(self) -> int: ...
+
+    @property
+    def activation(self) -> str: ...
+
+
+def gumbel_softmax(
+    logits: torch.Tensor, tau: float, hard: bool, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Gumbel-softmax (Jang et al., 2016) drawing its noise from ``generator``.
+
+    ``torch.nn.functional.gumbel_softmax`` reads the global generator; this one does not,
+    so a party can recompute a step's output exactly.
+    """
+    uniform = torch.rand(logits.shape, generator=generator, dtype=logits.dtype)
+    exponential = (-torch.log(uniform.clamp_min(1e-20))).clamp_min(1e-20)
+    gumbels = -torch.log(exponential)
+    soft = torch.softmax((logits + gumbels) / tau, dim=-1)
+    if not hard:
+        return soft
+    index = soft.argmax(dim=-1, keepdim=True)
+    hard_one_hot = torch.zeros_like(soft).scatter_(-1, index, 1.0)
+    return hard_one_hot - soft.detach() + soft
+
+
+def apply_output_activations(
+    raw: torch.Tensor,
+    spans: Sequence[SpanLike],
+    tau: float,
+    hard: bool,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """Apply each span's activation to the generator's last linear output."""
+    pieces = []
+    for span in spans:
+        block = raw[:, span.start : span.start + span.width]
+        if span.activation == "identity":
+            pieces.append(block)
+        elif span.activation == "tanh":
+            pieces.append(torch.tanh(block))
+        elif span.activation == "gumbel_softmax":
+            pieces.append(gumbel_softmax(block, tau, hard, generator))
+        else:
+            raise ValueError(
+                f"unknown activation {span.activation!r} for an output span; valid: "
+                "['gumbel_softmax', 'identity', 'tanh']"
+            )
+    return torch.cat(pieces, dim=1)
+
+
+def _check_spans(spans: Sequence[SpanLike], out_dim: int) -> None:
+    position = 0
+    for span in spans:
+        if span.start != position or span.width <= 0:
+            raise ValueError(
+                f"output spans must tile [0, {out_dim}) in order; a span starts at "
+                f"{span.start} (expected {position}) with width {span.width}"
+            )
+        position += span.width
+    if position != out_dim:
+        raise ValueError(f"output spans cover {position} columns, the generator has {out_dim}")
+
+
+class PartyGenerator(nn.Module):
+    """``G_i``: Linear + LeakyReLU, then (Linear + BatchNorm + LeakyReLU) blocks, then Linear."""
+
+    def __init__(
+        self,
+        latent_dim: int,
+        hidden: Sequence[int],
+        spans: Sequence[SpanLike],
+        *,
+        batchnorm_eps: float = 0.8,
+        leaky_slope: float = 0.2,
+        gumbel_tau: float = 1.0,
+        gumbel_hard: bool = True,
+    ) -> None:
+        super().__init__()
+        out_dim = sum(span.width for span in spans)
+        _check_spans(spans, out_dim)
+        layers: list[nn.Module] = []
+        width_in = latent_dim
+        for index, width in enumerate(hidden):
+            layers.append(nn.Linear(width_in, width))
+            if index > 0:
+                layers.append(nn.BatchNorm1d(width, eps=batchnorm_eps))
+            layers.append(nn.LeakyReLU(leaky_slope))
+            width_in = width
+        layers.append(nn.Linear(width_in, out_dim))
+        self.body = nn.Sequential(*layers)
+        self.spans = list(spans)
+        self.out_dim = out_dim
+        self.tau = gumbel_tau
+        self.hard = gumbel_hard
+
+    def forward(self, z: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Encoded synthetic rows for noise ``z``; Gumbel noise comes from ``generator``."""
+        return apply_output_activations(self.body(z), self.spans, self.tau, self.hard, generator)
+
+
+def _mlp(width_in: int, widths: Sequence[int], leaky_slope: float) -> tuple[nn.Sequential, int]:
+    layers: list[nn.Module] = []
+    for width in widths:
+        layers += [nn.Linear(width_in, width), nn.LeakyReLU(leaky_slope)]
+        width_in = width
+    return nn.Sequential(*layers), width_in
+
+
+class LocalDiscriminator(nn.Module):
+    """``D_i`` of one party: ``first`` produces the feature ``f_i``, ``second`` scores it.
+
+    ``second`` is ``None`` for VFLGAN-base.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: Sequence[int],
+        feature_dim: int,
+        *,
+        local_head: bool,
+        leaky_slope: float = 0.2,
+    ) -> None:
+        super().__init__()
+        self.first, _ = _mlp(in_dim, [*hidden, feature_dim], leaky_slope)
+        self.second = nn.Linear(feature_dim, 1) if local_head else None
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The intermediate feature ``f_i = D_i^1(x_i)`` (eq. 11)."""
+        return self.first(x)
+
+    def score(self, features: torch.Tensor) -> torch.Tensor:
+        """``D_i^2(f_i)``; only VFLGAN has it."""
+        if self.second is None:
+            raise RuntimeError("VFLGAN-base local discriminators have no second part")
+        return self.second(features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``D_i(x) = D_i^2(D_i^1(x))``."""
+        return self.score(self.features(x))
+
+
+class SharedDiscriminator(nn.Module):
+    """``D_s`` on the server: MLP over the concatenated intermediate features."""
+
+    def __init__(self, in_dim: int, hidden: Sequence[int], *, leaky_slope: float = 0.2) -> None:
+        super().__init__()
+        body, width = _mlp(in_dim, hidden, leaky_slope)
+        self.net = nn.Sequential(*body, nn.Linear(width, 1))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """Critic score of each row of concatenated features."""
+        return self.net(features)
+
+
+@contextmanager
+def frozen_batchnorm_stats(module: nn.Module) -> Iterator[None]:
+    """Run training-mode forwards without touching BatchNorm running statistics.
+
+    A recomputed forward pass (to backpropagate gradients that arrived in a later
+    message) must not update the running statistics a second time. With momentum 0
+    the running mean and variance are left as they were; the batch counter is restored.
+    """
+    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [(m.momentum, None if m.num_batches_tracked is None else m.num_batches_tracked.clone())
+             for m in norms]
+    try:
+        for m in norms:
+            m.momentum = 0.0
+        yield
+    finally:
+        for m, (momentum, tracked) in zip(norms, saved, strict=True):
+            m.momentum = momentum
+            if tracked is not None:
+                m.num_batches_tracked.copy_(tracked)
+
+
+@contextmanager
+def seeded_init(seed: int) -> Iterator[None]:
+    """Initialise parameters from ``seed`` without leaving the global generator changed."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+@contextmanager
+def eval_mode(module: nn.Module) -> Iterator[None]:
+    """Sampling mode: ``eval()`` and no autograd, restoring the previous mode."""
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        module.train(was_training)

@@ -1,0 +1,80 @@
+"""Counter-based random streams.
+
+Every random draw of a run is a pure function of ``(seed, purpose, step)``: a party can
+recompute the exact forward pass of an earlier step (it must, because in a Flower
+deployment every message runs in a fresh process), an interrupted run resumes
+bit-for-bit, and no code touches PyTorch's or NumPy's global generators.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+import torch
+
+
+class Stream(IntEnum):
+    """Named purposes; the value is mixed into the seed so streams never collide."""
+
+    BATCH = 1
+    """Row indices of a discriminator batch (shared by all parties)."""
+    NOISE = 2
+    """Latent noise ``z`` (shared by all parties)."""
+    LOCAL_ALPHA = 3
+    """Interpolation weights of the local gradient penalties (shared by all parties)."""
+    GUMBEL = 4
+    """Gumbel noise of a party's one-hot outputs (private to the party)."""
+    SERVER_ALPHA = 5
+    """Interpolation weights of the shared discriminator's gradient penalty (server)."""
+    INIT = 6
+    """Parameter initialisation."""
+    PUBLISH = 7
+    """Row shuffle before publication (server)."""
+    EVAL_NOISE = 8
+    """Latent noise of evaluation and final generation (shared by all parties)."""
+
+
+def derive_seed(seed: int, stream: Stream, step: int = 0, extra: int = 0) -> int:
+    """Mix ``(seed, stream, step, extra)`` into a 63-bit seed with NumPy's SeedSequence."""
+    if seed < 0 or step < 0 or extra < 0:
+        raise ValueError(f"seed, step and extra must be >= 0, got {seed}, {step}, {extra}")
+    state = np.random.SeedSequence([seed, int(stream), step, extra]).generate_state(2, np.uint32)
+    return (int(state[0]) << 31) ^ int(state[1])
+
+
+def torch_generator(seed: int, stream: Stream, step: int = 0, extra: int = 0) -> torch.Generator:
+    """A fresh CPU ``torch.Generator`` for one ``(seed, stream, step)``."""
+    gen = torch.Generator()
+    gen.manual_seed(derive_seed(seed, stream, step, extra))
+    return gen
+
+
+def numpy_generator(seed: int, stream: Stream, step: int = 0, extra: int = 0) -> np.random.Generator:
+    """A fresh NumPy ``Generator`` for one ``(seed, stream, step)``."""
+    return np.random.default_rng(derive_seed(seed, stream, step, extra))
+
+
+def batch_indices(shared_seed: int, step: int, n_rows: int, batch_size: int) -> torch.Tensor:
+    """Fixed-size batch drawn uniformly without replacement (the DP accounting's scheme).
+
+    Every party calls this with the same shared seed and gets the same rows.
+    """
+    if batch_size > n_rows:
+        raise ValueError(f"batch_size={batch_size} exceeds the {n_rows} training rows")
+    gen = torch_generator(shared_seed, Stream.BATCH, step)
+    return torch.randperm(n_rows, generator=gen)[:batch_size]
+
+
+def latent_noise(
+    shared_seed: int, step: int, n: int, latent_dim: int, stream: Stream = Stream.NOISE
+) -> torch.Tensor:
+    """The shared noise ``z`` of one step: identical at every party."""
+    gen = torch_generator(shared_seed, stream, step)
+    return torch.randn(n, latent_dim, generator=gen)
+
+
+def uniform_alpha(seed: int, stream: Stream, step: int, n: int) -> torch.Tensor:
+    """Per-row interpolation weights in [0, 1) for a gradient penalty, shape ``(n, 1)``."""
+    gen = torch_generator(seed, stream, step)
+    return torch.rand(n, 1, generator=gen)
