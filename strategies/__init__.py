@@ -1,1 +1,7 @@
-"""Package."""
+"""Server-side strategies of flwr-vflgan and the in-process Grid."""
+
+from .exchange import RunStopped, exchange
+from .grid import InProcessGrid
+from .vflgan import VFLGANResult, VFLGANStrategy
+
+__all__ = ["InProcessGrid", "RunStopped", "VFLGANResult", "VFLGANStrategy", "exchange"]

@@ -1,0 +1,76 @@
+"""Conversions between tensors and Flower records, with validation on arrival.
+
+This is the only core module that imports Flower (``flwr.app`` records). Every array that
+arrives is checked for its dtype, its shape and finite values; a violation raises
+:class:`ProtocolError`, which handlers turn into a Flower error reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+
+
+class ProtocolError(ValueError):
+    """A message broke the protocol (wrong type, missing record, bad shape or values)."""
+
+
+def tensors_to_record(tensors: Mapping[str, torch.Tensor | np.ndarray]) -> ArrayRecord:
+    """Pack named tensors (converted to float32 NumPy arrays) into an ArrayRecord."""
+    arrays = {}
+    for key, value in tensors.items():
+        data = value.detach().numpy() if isinstance(value, torch.Tensor) else value
+        arrays[key] = Array(np.ascontiguousarray(data, dtype=np.float32))
+    return ArrayRecord(arrays)
+
+
+def get_config(content: RecordDict, name: str) -> ConfigRecord:
+    """The ConfigRecord ``name`` of a message, or a ProtocolError naming what is missing."""
+    record = content.get(name) if name in content else None
+    if not isinstance(record, ConfigRecord):
+        raise ProtocolError(f"message has no config record {name!r}; records present: {sorted(content)}")
+    return record
+
+
+def get_field(record: ConfigRecord, key: str, kind: type | tuple[type, ...]) -> object:
+    """A typed field of a ConfigRecord, or a ProtocolError naming the field and types."""
+    if key not in record:
+        raise ProtocolError(f"config record lacks field {key!r}; fields present: {sorted(record)}")
+    value = record[key]
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise ProtocolError(f"field {key!r} must be {kind}, got bool")
+    if not isinstance(value, kind):
+        raise ProtocolError(f"field {key!r} must be {kind}, got {type(value).__name__}")
+    return value
+
+
+def get_tensor(
+    content: RecordDict,
+    name: str,
+    key: str,
+    shape: tuple[int | None, ...],
+) -> torch.Tensor:
+    """A validated float32 tensor from ArrayRecord ``name``.
+
+    ``shape`` may contain ``None`` for a free dimension. Non-float32 dtypes, other shapes
+    and non-finite values raise :class:`ProtocolError` naming the record and key.
+    """
+    record = content.get(name) if name in content else None
+    if not isinstance(record, ArrayRecord):
+        raise ProtocolError(f"message has no array record {name!r}; records present: {sorted(content)}")
+    if key not in record:
+        raise ProtocolError(f"array record {name!r} lacks {key!r}; keys present: {sorted(record)}")
+    array = record[key]
+    if array.dtype not in ("float32", "<f4", np.dtype(np.float32).str):
+        raise ProtocolError(f"{name}.{key} must be float32, got {array.dtype}")
+    values = array.numpy()
+    if values.ndim != len(shape) or any(
+        want is not None and got != want for got, want in zip(values.shape, shape, strict=True)
+    ):
+        raise ProtocolError(f"{name}.{key} must have shape {shape}, got {values.shape}")
+    if not np.isfinite(values).all():
+        raise ProtocolError(f"{name}.{key} contains non-finite values")
+    return torch.from_numpy(np.array(values, dtype=np.float32, copy=True))

@@ -1,0 +1,216 @@
+"""How a party finds and encodes its columns.
+
+In a deployment each party reads its own file (``node_config["data-path"]``, written by
+``python -m simulations.export_parties``) and nobody else sees it. In simulation every
+node takes its column block of one table named by a :class:`DataSpec`. Either way the
+party fits its own :class:`~flwr_vflgan.data.encoder.TabularEncoder` on its own rows;
+the encoder's statistics never leave it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import torch
+
+from flwr_vflgan.data import (
+    Dataset,
+    Schema,
+    TabularEncoder,
+    id_digest,
+    list_datasets,
+    load_dataset,
+    load_party_file,
+    load_table,
+    partition_columns,
+)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where the table comes from and how its columns are split between parties.
+
+    Parameters
+    ----------
+    source
+        A registered dataset name (``adult``, ``german_credit``, ``spambase``,
+        ``mnist_5k``) or the path of a CSV/Parquet file.
+    n_parties
+        Number of parties ``M >= 2``.
+    partition
+        ``even`` (contiguous blocks in column order, as the papers do), ``explicit``
+        (``columns`` lists each party's columns) or ``random`` (seeded by
+        ``partition_seed``).
+    columns
+        Per-party column lists for ``explicit``.
+    partition_seed
+        Seed of the ``random`` split.
+    numeric_scaling
+        ``standard`` (paper 000 eq. 22) or ``minmax`` to [-1, 1] with tanh outputs (images).
+    data_dir
+        Where non-bundled datasets are looked up (else ``$FLWR_VFLGAN_DATA_DIR``).
+    declared
+        Column kinds for a user file (``continuous``, ``integer``, ``categorical``);
+        undeclared columns are inferred.
+    label, id_column
+        Label column (kept as an ordinary column) and ID column of a user file.
+    """
+
+    source: str = "adult"
+    n_parties: int = 2
+    partition: Literal["even", "explicit", "random"] = "even"
+    columns: tuple[tuple[str, ...], ...] | None = None
+    partition_seed: int | None = None
+    numeric_scaling: Literal["standard", "minmax"] = "standard"
+    data_dir: str | None = None
+    declared: Mapping[str, str] = field(default_factory=dict)
+    label: str | None = None
+    id_column: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.n_parties, int) or self.n_parties < 2:
+            raise ValueError(f"n_parties must be an integer >= 2, got {self.n_parties!r}")
+        if self.partition not in ("even", "explicit", "random"):
+            raise ValueError(
+                f"unknown partition {self.partition!r}; valid: ['even', 'explicit', 'random']"
+            )
+        if self.numeric_scaling not in ("standard", "minmax"):
+            raise ValueError(
+                f"unknown numeric_scaling {self.numeric_scaling!r}; valid: ['minmax', 'standard']"
+            )
+        if self.columns is not None:
+            object.__setattr__(self, "columns", tuple(tuple(c) for c in self.columns))
+        object.__setattr__(self, "declared", dict(self.declared))
+
+    @property
+    def is_registered(self) -> bool:
+        """Whether ``source`` names a registered dataset rather than a file."""
+        return self.source in list_datasets()
+
+    def to_json(self) -> str:
+        """Compact JSON form (sent to simulated parties in the setup message)."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> DataSpec:
+        """Inverse of :meth:`to_json`."""
+        return cls(**json.loads(text))
+
+
+@dataclass
+class PartyData:
+    """One party's rows: raw block, fitted encoder, encoded tensor and row IDs."""
+
+    frame: pd.DataFrame
+    schema: Schema
+    ids: pd.Series
+    encoder: TabularEncoder
+    encoded: torch.Tensor
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows."""
+        return int(self.frame.shape[0])
+
+    @property
+    def id_digest(self) -> str:
+        """SHA-256 of the row IDs in order (proves alignment without revealing IDs)."""
+        return id_digest(self.ids)
+
+
+def load_full_table(spec: DataSpec) -> tuple[Dataset, pd.Series]:
+    """The whole table of a spec with its row IDs (0..n-1 for registered datasets)."""
+    if spec.is_registered:
+        dataset = load_dataset(spec.source, data_dir=spec.data_dir)
+        ids = pd.Series(range(len(dataset.frame)), name="row_id")
+        return dataset, ids
+    path = Path(spec.source)
+    if not path.suffix:
+        raise ValueError(
+            f"dataset {spec.source!r} is neither a registered dataset {list_datasets()} "
+            "nor a file path with an extension"
+        )
+    dataset, ids = load_table(
+        path, schema=spec.declared or None, label=spec.label, id_column=spec.id_column
+    )
+    if ids is None:
+        ids = pd.Series(range(len(dataset.frame)), name="row_id")
+    return dataset, ids
+
+
+def split_columns(spec: DataSpec, schema: Schema) -> list[list[str]]:
+    """Each party's columns under the spec's partition."""
+    return partition_columns(
+        schema.names,
+        spec.n_parties,
+        strategy=spec.partition,
+        explicit=[list(c) for c in spec.columns] if spec.columns is not None else None,
+        seed=spec.partition_seed,
+    )
+
+
+def encode_block(
+    frame: pd.DataFrame, schema: Schema, ids: pd.Series, numeric_scaling: str
+) -> PartyData:
+    """Fit the party's encoder on its own rows and encode them."""
+    encoder = TabularEncoder(numeric_scaling=numeric_scaling)  # type: ignore[arg-type]
+    encoded = encoder.fit_transform(frame, schema)
+    return PartyData(
+        frame=frame,
+        schema=schema,
+        ids=ids.reset_index(drop=True),
+        encoder=encoder,
+        encoded=torch.from_numpy(encoded).float(),
+    )
+
+
+def party_block(spec: DataSpec, partition_id: int) -> PartyData:
+    """Party ``partition_id``'s block of the spec's table (simulation)."""
+    if not 0 <= partition_id < spec.n_parties:
+        raise ValueError(
+            f"partition-id {partition_id} is out of range for {spec.n_parties} parties"
+        )
+    dataset, ids = load_full_table(spec)
+    columns = split_columns(spec, dataset.schema)[partition_id]
+    schema = dataset.schema.subset(columns)
+    frame = dataset.frame[columns].reset_index(drop=True)
+    return encode_block(frame, schema, ids, spec.numeric_scaling)
+
+
+def party_file(path: str | Path, numeric_scaling: str = "standard") -> PartyData:
+    """A party's own file (deployment), with its schema sidecar if present."""
+    dataset, ids = load_party_file(path)
+    return encode_block(dataset.frame.reset_index(drop=True), dataset.schema, ids, numeric_scaling)
+
+
+def all_blocks(spec: DataSpec) -> list[PartyData]:
+    """Every party's block, encoded as each party would (for evaluation and the plain loop)."""
+    dataset, ids = load_full_table(spec)
+    blocks = []
+    for columns in split_columns(spec, dataset.schema):
+        schema = dataset.schema.subset(columns)
+        frame = dataset.frame[columns].reset_index(drop=True)
+        blocks.append(encode_block(frame, schema, ids, spec.numeric_scaling))
+    return blocks
+
+
+def spec_from_mapping(values: Mapping[str, Any]) -> DataSpec:
+    """Build a DataSpec from a plain mapping, listing valid keys on error."""
+    valid = set(DataSpec.__dataclass_fields__)
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise ValueError(f"unknown dataset keys {unknown}; valid: {sorted(valid)}")
+    values = dict(values)
+    if values.get("columns") is not None:
+        values["columns"] = tuple(tuple(c) for c in values["columns"])
+    return DataSpec(**values)
+
+
+def concat_encoded(blocks: Sequence[PartyData]) -> torch.Tensor:
+    """The joint encoded table (what an evaluator with all columns would compute)."""
+    return torch.cat([b.encoded for b in blocks], dim=1)

@@ -1,0 +1,46 @@
+"""Message types and record keys shared by the VFLGAN strategy and client.
+
+What crosses the wire (paper 000, Fig. 3-4; see docs/protocol.md):
+
+* server -> party: the algorithm configuration (setup), the server's gradients with
+  respect to the party's intermediate features, step numbers and flags;
+* party -> server: its row count and a SHA-256 digest of its row IDs (setup), its
+  intermediate features ``f_i`` and ``f~_i``, and synthetic rows (encoded at evaluation,
+  decoded for publication).
+
+Never: raw or encoded real rows, row indices, the shared noise seed, encoder statistics.
+"""
+
+from __future__ import annotations
+
+PROTOCOL_VERSION = 1
+
+# Message types ("<category>.<action>", routed by Flower's ClientApp).
+SETUP = "query.vflgan_setup"
+STEP = "train.vflgan_step"
+GENERATE = "evaluate.vflgan_generate"
+
+# Record names inside a message's RecordDict.
+CONFIG = "config"
+GRADS = "grads"
+FEATURES = "features"
+SYNTHETIC = "synthetic"
+
+# ArrayRecord keys.
+REAL = "real"
+FAKE = "fake"
+ROWS = "rows"
+
+# Party state records kept in Flower's context.state between messages.
+STATE_ARRAYS = "vflgan.arrays"
+STATE_META = "vflgan.meta"
+
+# node_config keys a party reads from its own settings.
+NODE_DATA_PATH = "data-path"
+NODE_SHARED_SEED = "shared-seed"
+NODE_CHECKPOINT_DIR = "checkpoint-dir"
+NODE_PARTITION_ID = "partition-id"
+ENV_SHARED_SEED = "FLWR_VFLGAN_SHARED_SEED"
+
+NO_STEP = -1
+"""Step field value meaning "nothing to apply" or "no forward pass"."""

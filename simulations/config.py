@@ -1,0 +1,167 @@
+"""Hydra configuration: the ``base`` node built from the dataclass defaults, and the
+conversion of a composed config into the validated dataclasses the code below takes.
+
+Hydra stops here: :func:`to_run_spec` turns the DictConfig into frozen dataclasses, and
+nothing below ``simulations`` ever sees a DictConfig.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from flwr_vflgan.config import ModelConfig, TrainConfig, VFLGANConfig, parse_variant
+from flwr_vflgan.runtime.party_data import DataSpec
+
+RuntimeKind = Literal["inprocess", "simulation", "deployment"]
+_RUNTIMES = ("inprocess", "simulation", "deployment")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Where the ServerApp and ClientApps run.
+
+    Parameters
+    ----------
+    kind
+        ``inprocess`` (the in-process grid), ``simulation`` (Flower's simulation engine)
+        or ``deployment`` (SuperLink and SuperNodes, started with ``flwr run``).
+    poll_interval
+        Seconds between reply polls.
+    timeout
+        Seconds one exchange may take before the run stops.
+    node_wait_timeout
+        Seconds to wait for all SuperNodes to connect.
+    cpus_per_node
+        CPU share of each simulated node (Ray ``client_resources.num_cpus``).
+    """
+
+    kind: RuntimeKind = "inprocess"
+    poll_interval: float = 0.001
+    timeout: float = 600.0
+    node_wait_timeout: float = 120.0
+    cpus_per_node: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in _RUNTIMES:
+            raise ValueError(f"unknown runtime {self.kind!r}; valid: {list(_RUNTIMES)}")
+        for name in ("poll_interval", "timeout", "node_wait_timeout", "cpus_per_node"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"runtime.{name} must be > 0, got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """The ``dataset`` group (see :class:`~flwr_vflgan.runtime.party_data.DataSpec`)."""
+
+    source: str = "adult"
+    numeric_scaling: Literal["standard", "minmax"] = "standard"
+    data_dir: str | None = None
+    declared: dict[str, str] = field(default_factory=dict)
+    label: str | None = None
+    id_column: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionConfig:
+    """The ``partition`` group: how many parties and which columns each holds."""
+
+    n_parties: int = 2
+    strategy: Literal["even", "explicit", "random"] = "even"
+    columns: list[list[str]] | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """What a run writes."""
+
+    publish_rows: int | None = None
+    """Rows of synthetic.csv (default: as many as the training table)."""
+    checkpoint: bool = True
+    """Write checkpoints every epoch and resume from them when the run directory has some."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A whole run, validated."""
+
+    algorithm: VFLGANConfig
+    data: DataSpec
+    runtime: RuntimeConfig
+    output: OutputConfig
+    seed: int
+    run_dir: Path
+
+
+def base_node() -> dict[str, Any]:
+    """The full default tree, from the dataclasses (tuples become lists for OmegaConf)."""
+
+    def plain(obj: Any) -> Any:
+        data = asdict(obj)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    return {
+        "seed": 0,
+        "algorithm": {"variant": "vflgan"},
+        "model": plain(ModelConfig()),
+        "train": plain(TrainConfig()),
+        "dataset": plain(DatasetConfig()),
+        "partition": plain(PartitionConfig()),
+        "runtime": plain(RuntimeConfig()),
+        "output": plain(OutputConfig()),
+    }
+
+
+def register_configs() -> None:
+    """Register the ``base`` node with Hydra's ConfigStore (idempotent)."""
+    ConfigStore.instance().store(name="base", node=base_node())
+
+
+def _section(cfg: DictConfig, name: str, cls: type) -> dict[str, Any]:
+    values = OmegaConf.to_container(cfg[name], resolve=True) if name in cfg else {}
+    assert isinstance(values, dict)
+    valid = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise ValueError(f"unknown keys {unknown} in '{name}'; valid: {sorted(valid)}")
+    return values
+
+
+def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
+    """Validate a composed config and convert it to dataclasses."""
+    seed = int(cfg.seed)
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    variant = parse_variant(_section(cfg, "algorithm", _Algorithm)["variant"])
+    algorithm = VFLGANConfig(
+        variant=variant,
+        model=ModelConfig(**_section(cfg, "model", ModelConfig)),
+        train=TrainConfig(**_section(cfg, "train", TrainConfig)),
+    )
+    dataset = DatasetConfig(**_section(cfg, "dataset", DatasetConfig))
+    partition = PartitionConfig(**_section(cfg, "partition", PartitionConfig))
+    runtime = RuntimeConfig(**_section(cfg, "runtime", RuntimeConfig))
+    output = OutputConfig(**_section(cfg, "output", OutputConfig))
+    data = DataSpec(
+        source=dataset.source,
+        n_parties=partition.n_parties,
+        partition=partition.strategy,
+        columns=tuple(tuple(c) for c in partition.columns) if partition.columns else None,
+        partition_seed=partition.seed if partition.seed is not None else seed,
+        numeric_scaling=dataset.numeric_scaling,
+        data_dir=dataset.data_dir,
+        declared=dataset.declared or {},
+        label=dataset.label,
+        id_column=dataset.id_column,
+    )
+    return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir))
+
+
+@dataclass(frozen=True)
+class _Algorithm:
+    variant: str = "vflgan"

@@ -1,0 +1,253 @@
+"""Run one experiment from a validated :class:`~simulations.config.RunSpec`.
+
+Loads the table, builds the evaluator (the experimenter's view with every column, as in
+the paper's evaluation), trains on the chosen runtime, and writes into the run
+directory ``synthetic.csv``, ``metrics.json`` and ``config.json``. Outputs are written
+to temporary names and renamed only after the run succeeded, so a failed run leaves no
+half-written outputs (checkpoints excepted: they exist to resume it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from flwr_vflgan.config import Variant
+from flwr_vflgan.data import Span
+from flwr_vflgan.gan.plain import CentralizedWGANGP
+from flwr_vflgan.gan.schedule import Schedule
+from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
+from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANResult, VFLGANStrategy
+
+from .config import RunSpec
+
+log = logging.getLogger(__name__)
+Progress = Callable[[dict[str, float]], None]
+
+
+class Evaluator:
+    """Frechet distance (paper 000, eq. 23) against the real encoded table."""
+
+    def __init__(self, blocks: Sequence[PartyData]) -> None:
+        self.blocks = list(blocks)
+        self.real = GaussianStats.of(torch.cat([b.encoded for b in blocks], dim=1).numpy())
+
+    def encoded_fd(self, blocks: Sequence[np.ndarray]) -> dict[str, float]:
+        """FD of encoded synthetic blocks (party order)."""
+        return {"fd": frechet_distance(self.real, np.concatenate(list(blocks), axis=1))}
+
+    def table_fd(self, synthetic: pd.DataFrame) -> float:
+        """FD of a decoded synthetic table, encoded with each party's real-data encoder."""
+        encoded = [b.encoder.transform(synthetic[b.schema.names]) for b in self.blocks]
+        return frechet_distance(self.real, np.concatenate(encoded, axis=1))
+
+
+def shared_seed_for(seed: int) -> int:
+    """The parties' shared seed for launcher-started runs (stands in for key agreement).
+
+    The launcher gives it to the parties through their node settings or environment,
+    never through the server.
+    """
+    return derive_seed(seed, Stream.NOISE, 0, 2)
+
+
+def run_experiment(
+    spec: RunSpec, *, progress: Progress | None = None, observer: Callable | None = None
+) -> dict[str, Any]:
+    """Train, publish and evaluate; returns the metrics written to ``metrics.json``."""
+    started = time.monotonic()
+    run_dir = spec.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    real, _ = load_full_table(spec.data)
+    blocks = all_blocks(spec.data)
+    evaluator = Evaluator(blocks)
+    if spec.algorithm.variant is Variant.WGAN_GP:
+        if spec.runtime.kind != "inprocess":
+            raise ValueError(
+                f"algorithm=wgan_gp is centralized and runs only with runtime=inprocess, got {spec.runtime.kind}"
+            )
+        result = train_centralized(spec, blocks, evaluator, progress)
+    else:
+        result = train_federated(spec, evaluator, progress, observer)
+    synthetic = conform(result.synthetic, real.frame)
+    metrics = {
+        "algorithm": spec.algorithm.variant.value,
+        "dataset": spec.data.source,
+        "runtime": spec.runtime.kind,
+        "n_parties": spec.data.n_parties,
+        "seed": spec.seed,
+        "fd": evaluator.table_fd(synthetic),
+        "best_fd": result.best_fd,
+        "best_epoch": result.best_epoch,
+        "steps": result.steps,
+        "exchanges": result.exchanges,
+        "wall_seconds": time.monotonic() - started,
+        "train_rows": result.n_rows,
+        "synthetic_rows": len(synthetic),
+        "resumed_from_step": result.resumed_from_step,
+        "history": result.history,
+    }
+    config = {
+        "algorithm": spec.algorithm.to_dict(),
+        "data": json.loads(spec.data.to_json()),
+        "runtime": asdict(spec.runtime),
+        "output": asdict(spec.output),
+        "seed": spec.seed,
+    }
+    _write_atomically(run_dir / "synthetic.csv", lambda p: synthetic.to_csv(p, index=False))
+    _write_atomically(run_dir / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
+    _write_atomically(run_dir / "metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2)))
+    return metrics
+
+
+def train_federated(
+    spec: RunSpec, evaluator: Evaluator, progress: Progress | None, observer: Callable | None
+) -> VFLGANResult:
+    """VFLGAN / VFLGAN-base over the chosen Flower runtime."""
+    checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
+    strategy = VFLGANStrategy(
+        spec.algorithm,
+        n_parties=spec.data.n_parties,
+        seed=spec.seed,
+        data_spec=spec.data,
+        evaluate_fn=evaluator.encoded_fd,
+        publish_rows=spec.output.publish_rows,
+        checkpoint_dir=checkpoints,
+        party_checkpoint_root=checkpoints,
+        poll_interval=spec.runtime.poll_interval,
+        timeout=spec.runtime.timeout,
+        node_wait_timeout=spec.runtime.node_wait_timeout,
+        progress=progress,
+    )
+    shared = shared_seed_for(spec.seed)
+    if spec.runtime.kind == "inprocess":
+        nodes = [
+            {P.NODE_PARTITION_ID: i, "num-partitions": spec.data.n_parties, P.NODE_SHARED_SEED: shared}
+            for i in range(spec.data.n_parties)
+        ]
+        return strategy.start(InProcessGrid(make_client_app(), nodes, observer=observer))
+    if spec.runtime.kind == "simulation":
+        return _run_simulation(strategy, spec, shared)
+    raise ValueError(
+        "runtime=deployment runs on a SuperLink with SuperNodes: start them and launch with "
+        "`flwr run . <federation> --run-config 'overrides=\"runtime=deployment ...\"'` "
+        "(see docs/deployment.md)"
+    )
+
+
+def _run_simulation(strategy: VFLGANStrategy, spec: RunSpec, shared: int) -> VFLGANResult:
+    from flwr.serverapp import Grid, ServerApp
+    from flwr.simulation import run_simulation
+
+    outcome: dict[str, Any] = {}
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid: Grid, context: Any) -> None:
+        try:
+            outcome["result"] = strategy.start(grid)
+        except Exception as exc:  # noqa: BLE001 - re-raised in the launcher below
+            outcome["error"] = exc
+            raise
+
+    # Simulated SuperNodes only get partition ids from Flower: the shared seed reaches
+    # the ClientApps through their environment (Ray workers inherit it), not the server.
+    os.environ[P.ENV_SHARED_SEED] = str(shared)
+    cpus = spec.runtime.cpus_per_node
+    run_simulation(
+        server_app=server_app,
+        client_app=make_client_app(),
+        num_supernodes=spec.data.n_parties,
+        backend_config={
+            "client_resources": {"num_cpus": cpus, "num_gpus": 0.0},
+            "init_args": {"num_cpus": max(1, int(np.ceil(cpus * spec.data.n_parties))),
+                          "include_dashboard": False, "runtime_env": {"env_vars": {P.ENV_SHARED_SEED: str(shared)}}},
+        },
+    )
+    if "error" in outcome:
+        raise RunStopped(f"the simulation stopped: {outcome['error']}") from outcome["error"]
+    if "result" not in outcome:
+        raise RunStopped("the simulation ended without a result; see Flower's log above")
+    return outcome["result"]
+
+
+def train_centralized(
+    spec: RunSpec, blocks: Sequence[PartyData], evaluator: Evaluator, progress: Progress | None
+) -> VFLGANResult:
+    """The centralized WGAN-GP reference with the same schedule, evaluation and publication."""
+    started = time.monotonic()
+    spans, offset = [], 0
+    for block in blocks:
+        for s in block.encoder.spans:
+            spans.append(Span(column=s.column, start=s.start + offset, width=s.width, activation=s.activation))
+        offset += block.encoder.output_dim
+    data = torch.cat([b.encoded for b in blocks], dim=1)
+    cfg = spec.algorithm
+    model = CentralizedWGANGP(cfg, spans, data, n_parties=len(blocks), seed=spec.seed)
+    train = cfg.train
+    schedule = Schedule(data.shape[0], train.batch_size, train.n_critic, train.epochs, train.max_steps)
+    eval_rows = train.eval_rows or data.shape[0]
+    history: list[dict[str, float]] = []
+    best: tuple[float, int, dict] | None = None
+    for step in range(schedule.total_steps):
+        model.step(step, schedule.kind(step))
+        last = step + 1 == schedule.total_steps
+        epoch = schedule.epoch_of(step)
+        due = schedule.ends_epoch(step) and train.eval_every > 0 and epoch % train.eval_every == 0
+        if train.eval_every > 0 and (due or last):
+            widths = [b.encoder.output_dim for b in blocks]
+            rows = model.generate(eval_rows, epoch).numpy()
+            fd = evaluator.encoded_fd(np.split(rows, np.cumsum(widths)[:-1], axis=1))["fd"]
+            record = {"epoch": epoch, "step": step + 1, "fd": fd, "elapsed": time.monotonic() - started}
+            history.append(record)
+            if best is None or fd < best[0]:
+                best = (fd, epoch, {k: v.clone() for k, v in model.generator.state_dict().items()})
+            if progress is not None:
+                progress({**record, "best_fd": best[0], "total_steps": schedule.total_steps})
+    if best is not None:
+        model.generator.load_state_dict(best[2])
+    rows = model.generate(spec.output.publish_rows or data.shape[0], 0).numpy()
+    widths = [b.encoder.output_dim for b in blocks]
+    parts = [b.encoder.inverse_transform(x) for b, x in zip(blocks, np.split(rows, np.cumsum(widths)[:-1], axis=1), strict=True)]
+    table = pd.concat(parts, axis=1)
+    table = table.iloc[numpy_generator(spec.seed, Stream.PUBLISH).permutation(len(table))].reset_index(drop=True)
+    return VFLGANResult(
+        synthetic=table, history=history, best_epoch=best[1] if best else None,
+        best_fd=best[0] if best else None, steps=schedule.total_steps, exchanges=0,
+        wall_seconds=time.monotonic() - started, n_rows=int(data.shape[0]),
+    )
+
+
+def conform(synthetic: pd.DataFrame, real: pd.DataFrame) -> pd.DataFrame:
+    """The synthetic table with the real table's column order and dtypes."""
+    missing = [c for c in real.columns if c not in synthetic.columns]
+    if missing:
+        raise RunStopped(f"the published table lacks columns {missing}")
+    out = synthetic[list(real.columns)].copy()
+    for column in real.columns:
+        if out[column].dtype != real[column].dtype:
+            out[column] = out[column].astype(real[column].dtype)
+    return out
+
+
+def _write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,64 @@
+"""One exchange: push a message to every involved node, then poll for every reply.
+
+``Grid.send_and_receive`` sleeps 3 s between polls in a deployment; this loop polls
+with a short interval instead, drops answered message ids (pulling one again returns an
+error reply), stops at the first error reply with the party's reason, and gives up
+after ``timeout`` seconds naming the nodes that did not answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from flwr.app import Message
+from flwr.serverapp import Grid
+
+
+class RunStopped(RuntimeError):
+    """The run cannot continue; the message says why (and which party, if one failed)."""
+
+
+def exchange(
+    grid: Grid,
+    messages: Sequence[Message],
+    *,
+    poll_interval: float = 0.001,
+    timeout: float = 600.0,
+    describe: str = "exchange",
+) -> dict[int, Message]:
+    """Push ``messages`` (at most one per node) and return the replies keyed by node id.
+
+    Raises
+    ------
+    RunStopped
+        A node answered with an error, or not all nodes answered within ``timeout``.
+    """
+    destinations = [m.metadata.dst_node_id for m in messages]
+    if len(set(destinations)) != len(destinations):
+        raise ValueError(f"{describe}: more than one message for a node in one exchange: {destinations}")
+    ids = [str(i) for i in grid.push_messages(messages)]
+    if len(ids) != len(messages) or any(not i for i in ids):
+        raise RunStopped(f"{describe}: the grid accepted {len(ids)} of {len(messages)} messages")
+    node_of = dict(zip(ids, destinations, strict=True))
+    pending = set(ids)
+    replies: dict[int, Message] = {}
+    deadline = time.monotonic() + timeout
+    while pending:
+        for reply in grid.pull_messages(list(pending)):
+            message_id = reply.metadata.reply_to_message_id
+            if message_id not in pending:
+                continue
+            pending.discard(message_id)
+            node = node_of[message_id]
+            if reply.has_error():
+                raise RunStopped(
+                    f"{describe}: node {node} replied with an error: {reply.error.reason}"
+                )
+            replies[node] = reply
+        if pending:
+            if time.monotonic() > deadline:
+                missing = sorted(node_of[i] for i in pending)
+                raise RunStopped(f"{describe}: no reply from nodes {missing} within {timeout:.0f} s")
+            time.sleep(poll_interval)
+    return replies

@@ -1,0 +1,412 @@
+"""The server side of VFLGAN and VFLGAN-base as a Flower strategy.
+
+``VFLGANStrategy.start(grid)`` drives Algorithm 1 of paper 000 over any Flower ``Grid``
+(the in-process grid, the simulation engine's, or a deployment's). Every training step
+costs one exchange: the message that returns the gradients of step ``t`` also asks for
+the forward pass of step ``t + 1``; at an epoch's end the same message asks for the
+evaluation rows and a checkpoint. Only one message per node is ever in flight.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.serverapp import Grid
+
+from flwr_vflgan.config import VFLGANConfig, Variant
+from flwr_vflgan.data import check_aligned
+from flwr_vflgan.gan.schedule import Schedule, StepKind
+from flwr_vflgan.gan.vflgan import ServerTrainer
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint, save_server_checkpoint
+from flwr_vflgan.runtime.codec import ProtocolError, get_config, get_field, get_tensor, tensors_to_record
+from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.runtime.rng import Stream, numpy_generator
+
+from .exchange import RunStopped, exchange
+
+log = logging.getLogger(__name__)
+
+EvaluateFn = Callable[[Sequence[np.ndarray]], Mapping[str, float]]
+"""Called with each party's encoded synthetic rows (party order); returns metrics incl. ``fd``."""
+
+PUBLISH_DRAW = 0
+"""Evaluation-noise draw of the published table (epochs use draws 1, 2, ...)."""
+
+
+@dataclass
+class VFLGANResult:
+    """What a VFLGAN run produced."""
+
+    synthetic: pd.DataFrame
+    history: list[dict[str, float]] = field(default_factory=list)
+    best_epoch: int | None = None
+    best_fd: float | None = None
+    steps: int = 0
+    exchanges: int = 0
+    wall_seconds: float = 0.0
+    n_rows: int = 0
+    resumed_from_step: int | None = None
+
+
+@dataclass
+class _Pending:
+    step: int
+    kind: StepKind
+    grads_real: list | None
+    grads_fake: list
+
+
+class VFLGANStrategy:
+    """Server of a VFLGAN / VFLGAN-base run.
+
+    Parameters
+    ----------
+    config
+        Algorithm configuration (sent to every party at setup).
+    n_parties
+        Number of parties; the run waits for that many nodes.
+    seed
+        The server's own seed (its gradient-penalty draws and the publication shuffle).
+        Parties derive nothing from it unless they lack a shared seed of their own.
+    data_spec
+        Table and column split for simulated parties; ``None`` in a deployment, where
+        each party reads its own file.
+    evaluate_fn
+        Frechet-distance evaluator with access to the real statistics (the experimenter's
+        oracle, as in the paper); ``None`` disables evaluation and best-model selection.
+    publish_rows
+        Rows of the published synthetic table (default: as many as the training table).
+    checkpoint_dir
+        Where the server writes its checkpoints (and resumes from); ``None`` disables it.
+    party_checkpoint_root
+        Directory under which parties without their own ``checkpoint-dir`` write theirs
+        (only meaningful when all parties share a file system, i.e. in simulation).
+    poll_interval, timeout
+        Reply polling interval and per-exchange timeout, in seconds.
+    node_wait_timeout
+        How long to wait for ``n_parties`` nodes to register.
+    progress
+        Called with a dict after every evaluation (epoch, step, fd, elapsed seconds).
+    """
+
+    def __init__(
+        self,
+        config: VFLGANConfig,
+        *,
+        n_parties: int,
+        seed: int = 0,
+        data_spec: DataSpec | None = None,
+        evaluate_fn: EvaluateFn | None = None,
+        publish_rows: int | None = None,
+        checkpoint_dir: str | Path | None = None,
+        party_checkpoint_root: str | Path | None = None,
+        poll_interval: float = 0.001,
+        timeout: float = 600.0,
+        node_wait_timeout: float = 120.0,
+        progress: Callable[[dict[str, float]], None] | None = None,
+    ) -> None:
+        if config.variant is Variant.WGAN_GP:
+            raise ValueError("wgan_gp is centralized: train it with flwr_vflgan.gan.plain.CentralizedWGANGP")
+        if not isinstance(n_parties, int) or n_parties < 2:
+            raise ValueError(f"n_parties must be an integer >= 2, got {n_parties!r}")
+        if data_spec is not None and data_spec.n_parties != n_parties:
+            raise ValueError(f"data_spec splits {data_spec.n_parties} parties, n_parties={n_parties}")
+        if publish_rows is not None and publish_rows < 1:
+            raise ValueError(f"publish_rows must be >= 1, got {publish_rows}")
+        if poll_interval <= 0 or timeout <= 0 or node_wait_timeout <= 0:
+            raise ValueError("poll_interval, timeout and node_wait_timeout must be > 0")
+        if seed < 0:
+            raise ValueError(f"seed must be >= 0, got {seed}")
+        self.config = config
+        self.n_parties = n_parties
+        self.seed = seed
+        self.data_spec = data_spec
+        self.evaluate_fn = evaluate_fn
+        self.publish_rows = publish_rows
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.party_checkpoint_root = str(party_checkpoint_root) if party_checkpoint_root else ""
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self.node_wait_timeout = node_wait_timeout
+        self.progress = progress
+
+    def summary(self) -> str:
+        """One paragraph describing the configured run."""
+        t = self.config.train
+        return (
+            f"VFLGANStrategy({self.config.variant.value}, {self.n_parties} parties, epochs={t.epochs}, "
+            f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, "
+            f"gp={t.gp_weight}, eval_every={t.eval_every}, "
+            f"checkpoints={'on' if self.checkpoint_dir else 'off'})"
+        )
+
+    # -- setup ----------------------------------------------------------------------------
+    def configure_setup(self, node_ids: Sequence[int], resume_step: int) -> list[Message]:
+        """Setup messages: configuration, resume step; never the shared seed."""
+        record = ConfigRecord(
+            {
+                "protocol_version": P.PROTOCOL_VERSION,
+                "algorithm": json.dumps(self.config.to_dict(), sort_keys=True),
+                "data_spec": self.data_spec.to_json() if self.data_spec else "",
+                "resume_step": resume_step,
+                "run_seed": self.seed,
+                "checkpoint_root": self.party_checkpoint_root,
+            }
+        )
+        return [Message(RecordDict({P.CONFIG: record}), node, P.SETUP) for node in node_ids]
+
+    def aggregate_setup(self, replies: Mapping[int, Message]) -> tuple[list[int], int]:
+        """Node ids ordered by partition id, and the common row count.
+
+        Raises
+        ------
+        RunStopped
+            Partition ids are not ``0..M-1`` exactly once, or rows do not line up.
+        """
+        by_partition: dict[int, int] = {}
+        rows: dict[int, int] = {}
+        digests: dict[int, str] = {}
+        for node, reply in replies.items():
+            cfg = get_config(reply.content, P.CONFIG)
+            pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
+            if pid in by_partition:
+                raise RunStopped(f"nodes {by_partition[pid]} and {node} both claim partition-id {pid}")
+            by_partition[pid] = node
+            rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
+            digests[pid] = str(get_field(cfg, "id_digest", str))
+        expected = set(range(self.n_parties))
+        if set(by_partition) != expected:
+            raise RunStopped(
+                f"partition ids must be {sorted(expected)}, the nodes reported {sorted(by_partition)}"
+            )
+        try:
+            check_aligned(digests, rows)
+        except ValueError as exc:
+            raise RunStopped(f"the parties' rows do not line up: {exc}") from exc
+        return [by_partition[p] for p in sorted(by_partition)], rows[0]
+
+    # -- training steps ------------------------------------------------------------------
+    def configure_step(
+        self,
+        order: Sequence[int],
+        pending: _Pending | None,
+        forward_step: int,
+        eval_draw: int,
+        eval_rows: int,
+        checkpoint: bool,
+        promote_best: bool,
+    ) -> list[Message]:
+        """One fused message per party: apply ``pending``, evaluate, checkpoint, forward."""
+        messages = []
+        for index, node in enumerate(order):
+            content = RecordDict(
+                {
+                    P.CONFIG: ConfigRecord(
+                        {
+                            "apply_step": pending.step if pending else P.NO_STEP,
+                            "forward_step": forward_step,
+                            "eval_draw": eval_draw,
+                            "eval_rows": eval_rows,
+                            "checkpoint": checkpoint,
+                            "promote_best": promote_best,
+                        }
+                    )
+                }
+            )
+            if pending is not None:
+                grads = {P.FAKE: pending.grads_fake[index]}
+                if pending.grads_real is not None:
+                    grads[P.REAL] = pending.grads_real[index]
+                content[P.GRADS] = tensors_to_record(grads)
+            messages.append(Message(content, node, P.STEP, group_id=str(forward_step)))
+        return messages
+
+    def aggregate_step(
+        self, replies: Mapping[int, Message], order: Sequence[int], kind: StepKind
+    ) -> tuple[list | None, list]:
+        """Validated real (D steps) and fake features of every party, in party order."""
+        batch, width = self.config.train.batch_size, self.config.model.feature_dim
+        real = [] if kind is StepKind.DISCRIMINATOR else None
+        fake = []
+        for node in order:
+            content = replies[node].content
+            try:
+                fake.append(get_tensor(content, P.FEATURES, P.FAKE, (batch, width)))
+                if real is not None:
+                    real.append(get_tensor(content, P.FEATURES, P.REAL, (batch, width)))
+            except ProtocolError as exc:
+                raise RunStopped(f"node {node} sent a malformed step reply: {exc}") from exc
+        return real, fake
+
+    def _eval_blocks(self, replies: Mapping[int, Message], order: Sequence[int], rows: int) -> list[np.ndarray]:
+        blocks = []
+        for node in order:
+            try:
+                blocks.append(get_tensor(replies[node].content, P.FEATURES, P.ROWS, (rows, None)).numpy())
+            except ProtocolError as exc:
+                raise RunStopped(f"node {node} sent malformed evaluation rows: {exc}") from exc
+        return blocks
+
+    # -- the loop ------------------------------------------------------------------------
+    def start(self, grid: Grid) -> VFLGANResult:
+        """Run setup, training, evaluation and publication; return the result.
+
+        Raises
+        ------
+        RunStopped
+            A party failed or misbehaved, or nodes did not answer in time; the message
+            says which and why.
+        """
+        started = time.monotonic()
+        log.info("%s", self.summary())
+        nodes = self._wait_for_nodes(grid)
+        server_config = json.dumps(self.config.to_dict(), sort_keys=True)
+        resume = self._load_checkpoint(server_config)
+        start_step = int(resume[1]["next_step"]) if resume else 0
+        setup_replies = exchange(
+            grid,
+            self.configure_setup(nodes, start_step if resume else P.NO_STEP),
+            poll_interval=self.poll_interval,
+            timeout=self.timeout,
+            describe="setup",
+        )
+        order, n_rows = self.aggregate_setup(setup_replies)
+        train = self.config.train
+        schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+        server = ServerTrainer(self.config, self.n_parties, self.seed)
+        history: list[dict[str, float]] = []
+        best_fd: float | None = None
+        best_epoch: int | None = None
+        exchanges = 1
+        promote = False
+        if resume:
+            arrays, meta = resume
+            server.state.load(arrays["flat"], meta["optimizer_steps"])
+            history, best_fd, best_epoch = meta["history"], meta["best_fd"], meta["best_epoch"]
+            exchanges, promote = meta["exchanges"] + 1, meta["promote"]
+            log.info("resuming at step %d of %d", start_step, schedule.total_steps)
+        eval_rows = train.eval_rows or n_rows
+        evaluating = self.evaluate_fn is not None and train.eval_every > 0
+
+        step, pending = start_step, None
+        while True:
+            last = step >= schedule.total_steps
+            epoch = schedule.epoch_of(pending.step) if pending else 0
+            ends_epoch = pending is not None and schedule.ends_epoch(pending.step)
+            do_eval = evaluating and pending is not None and (
+                last or (ends_epoch and epoch % train.eval_every == 0)
+            )
+            do_checkpoint = self.checkpoint_dir is not None and ends_epoch and not last
+            messages = self.configure_step(
+                order, pending, P.NO_STEP if last else step,
+                epoch if do_eval else P.NO_STEP, eval_rows, do_checkpoint, promote,
+            )
+            replies = exchange(grid, messages, poll_interval=self.poll_interval,
+                               timeout=self.timeout, describe=f"step {step}")
+            exchanges += 1
+            promote = False
+            if do_eval:
+                assert self.evaluate_fn is not None and pending is not None
+                metrics = dict(self.evaluate_fn(self._eval_blocks(replies, order, eval_rows)))
+                fd = float(metrics["fd"])
+                record = {"epoch": epoch, "step": pending.step + 1, "fd": fd,
+                          "elapsed": time.monotonic() - started}
+                history.append(record)
+                if best_fd is None or fd < best_fd:
+                    best_fd, best_epoch, promote = fd, epoch, True
+                log.info("epoch %d step %d FD %.4f (best %.4f at epoch %s)", epoch,
+                         pending.step + 1, fd, best_fd, best_epoch)
+                if self.progress is not None:
+                    self.progress({**record, "best_fd": best_fd, "total_steps": schedule.total_steps})
+            if do_checkpoint:
+                assert self.checkpoint_dir is not None
+                save_server_checkpoint(
+                    self.checkpoint_dir, step, {"flat": server.state.to_numpy()},
+                    {"optimizer_steps": server.state.optimizer_steps(), "history": history,
+                     "best_fd": best_fd, "best_epoch": best_epoch, "exchanges": exchanges,
+                     "promote": promote, "config": server_config},
+                )
+            if last:
+                break
+            kind = schedule.kind(step)
+            real, fake = self.aggregate_step(replies, order, kind)
+            if kind is StepKind.DISCRIMINATOR:
+                grads_real, grads_fake, _ = server.discriminator_step(step, real, fake)
+            else:
+                grads_real, (grads_fake, _) = None, server.generator_step(fake)
+            pending = _Pending(step, kind, grads_real, grads_fake)
+            step += 1
+
+        synthetic = self._publish(grid, order, n_rows, promote, use_best=best_epoch is not None)
+        exchanges += 1
+        return VFLGANResult(
+            synthetic=synthetic, history=history, best_epoch=best_epoch, best_fd=best_fd,
+            steps=schedule.total_steps, exchanges=exchanges,
+            wall_seconds=time.monotonic() - started, n_rows=n_rows,
+            resumed_from_step=start_step if resume else None,
+        )
+
+    def _publish(self, grid: Grid, order: Sequence[int], n_rows: int, promote: bool, use_best: bool) -> pd.DataFrame:
+        rows = self.publish_rows or n_rows
+        messages = [
+            Message(RecordDict({P.CONFIG: ConfigRecord(
+                {"n_rows": rows, "draw": PUBLISH_DRAW, "use_best": use_best, "promote_best": promote}
+            )}), node, P.GENERATE)
+            for node in order
+        ]
+        replies = exchange(grid, messages, poll_interval=self.poll_interval, timeout=self.timeout,
+                           describe="publication")
+        blocks = []
+        for node in order:
+            try:
+                record = get_config(replies[node].content, P.SYNTHETIC)
+                block = pd.read_parquet(io.BytesIO(get_field(record, "parquet", bytes)))  # type: ignore[arg-type]
+            except (ProtocolError, OSError, ValueError) as exc:
+                raise RunStopped(f"node {node} sent an unreadable synthetic block: {exc}") from exc
+            if len(block) != rows:
+                raise RunStopped(f"node {node} sent {len(block)} synthetic rows, expected {rows}")
+            blocks.append(block)
+        table = pd.concat(blocks, axis=1)
+        if table.columns.duplicated().any():
+            raise RunStopped(f"parties published overlapping columns: {sorted(table.columns[table.columns.duplicated()])}")
+        # Shuffle rows before publication so row order reveals nothing about the noise draws.
+        permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
+        return table.iloc[permutation].reset_index(drop=True)
+
+    def _wait_for_nodes(self, grid: Grid) -> list[int]:
+        deadline = time.monotonic() + self.node_wait_timeout
+        while True:
+            nodes = sorted(grid.get_node_ids())
+            if len(nodes) >= self.n_parties:
+                if len(nodes) > self.n_parties:
+                    raise RunStopped(f"{len(nodes)} nodes are connected but the run has {self.n_parties} parties")
+                return nodes
+            if time.monotonic() > deadline:
+                raise RunStopped(
+                    f"only {len(nodes)} of {self.n_parties} nodes connected within {self.node_wait_timeout:.0f} s"
+                )
+            time.sleep(0.2)
+
+    def _load_checkpoint(self, server_config: str) -> tuple[dict, dict] | None:
+        if self.checkpoint_dir is None:
+            return None
+        found = latest_server_checkpoint(self.checkpoint_dir)
+        if found is None:
+            return None
+        arrays, meta = found
+        if json.loads(meta["config"]) != json.loads(server_config):
+            raise ValueError(
+                f"the checkpoint in {self.checkpoint_dir} was written for a different configuration; "
+                "use a new run directory to start afresh"
+            )
+        return arrays, meta
