@@ -45,6 +45,9 @@ class RuntimeConfig:
     timeout: float = 600.0
     node_wait_timeout: float = 120.0
     cpus_per_node: float = 1.0
+    torch_threads: int = 1
+    """Intra-op threads of PyTorch; the models are small, and more threads than one per
+    process only contend when parties share cores."""
 
     def __post_init__(self) -> None:
         if self.kind not in _RUNTIMES:
@@ -84,6 +87,10 @@ class OutputConfig:
     """Rows of synthetic.csv (default: as many as the training table)."""
     checkpoint: bool = True
     """Write checkpoints every epoch and resume from them when the run directory has some."""
+    evaluate: bool = True
+    """Evaluate the Frechet distance against the real table (the experimenter's view:
+    the whole table must be readable where the server runs). Set false in a real
+    deployment; the published generator is then the last one."""
 
 
 @dataclass(frozen=True)

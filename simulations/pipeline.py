@@ -31,6 +31,7 @@ from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
 from flwr_vflgan.clients import make_client_app
+from flwr.serverapp import Grid
 from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANResult, VFLGANStrategy
 
 from .config import RunSpec
@@ -66,31 +67,45 @@ def shared_seed_for(seed: int) -> int:
 
 
 def run_experiment(
-    spec: RunSpec, *, progress: Progress | None = None, observer: Callable | None = None
+    spec: RunSpec,
+    *,
+    grid: Grid | None = None,
+    progress: Progress | None = None,
+    observer: Callable | None = None,
 ) -> dict[str, Any]:
-    """Train, publish and evaluate; returns the metrics written to ``metrics.json``."""
+    """Train, publish and evaluate; returns the metrics written to ``metrics.json``.
+
+    ``grid`` is the Grid of a running Flower ServerApp (``flwr run``); without it the
+    runtime named by the spec is started here.
+    """
     started = time.monotonic()
+    torch.set_num_threads(spec.runtime.torch_threads)
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    real, _ = load_full_table(spec.data)
-    blocks = all_blocks(spec.data)
-    evaluator = Evaluator(blocks)
+    real: pd.DataFrame | None = None
+    evaluator: Evaluator | None = None
+    blocks: list[PartyData] = []
+    if spec.output.evaluate or spec.algorithm.variant is Variant.WGAN_GP:
+        real = load_full_table(spec.data)[0].frame
+        blocks = all_blocks(spec.data)
+        evaluator = Evaluator(blocks)
     if spec.algorithm.variant is Variant.WGAN_GP:
-        if spec.runtime.kind != "inprocess":
+        if spec.runtime.kind != "inprocess" or grid is not None:
             raise ValueError(
                 f"algorithm=wgan_gp is centralized and runs only with runtime=inprocess, got {spec.runtime.kind}"
             )
+        assert evaluator is not None
         result = train_centralized(spec, blocks, evaluator, progress)
     else:
-        result = train_federated(spec, evaluator, progress, observer)
-    synthetic = conform(result.synthetic, real.frame)
+        result = train_federated(spec, evaluator, progress, observer, grid)
+    synthetic = conform(result.synthetic, real) if real is not None else result.synthetic
     metrics = {
         "algorithm": spec.algorithm.variant.value,
         "dataset": spec.data.source,
         "runtime": spec.runtime.kind,
         "n_parties": spec.data.n_parties,
         "seed": spec.seed,
-        "fd": evaluator.table_fd(synthetic),
+        "fd": evaluator.table_fd(synthetic) if evaluator is not None else None,
         "best_fd": result.best_fd,
         "best_epoch": result.best_epoch,
         "steps": result.steps,
@@ -115,24 +130,32 @@ def run_experiment(
 
 
 def train_federated(
-    spec: RunSpec, evaluator: Evaluator, progress: Progress | None, observer: Callable | None
+    spec: RunSpec,
+    evaluator: Evaluator | None,
+    progress: Progress | None,
+    observer: Callable | None,
+    grid: Grid | None = None,
 ) -> VFLGANResult:
-    """VFLGAN / VFLGAN-base over the chosen Flower runtime."""
+    """VFLGAN / VFLGAN-base over the chosen Flower runtime (or the given grid)."""
     checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
+    deployed = spec.runtime.kind == "deployment"
     strategy = VFLGANStrategy(
         spec.algorithm,
         n_parties=spec.data.n_parties,
         seed=spec.seed,
-        data_spec=spec.data,
-        evaluate_fn=evaluator.encoded_fd,
+        # In a deployment every party reads its own file; the server sends no data spec.
+        data_spec=None if deployed else spec.data,
+        evaluate_fn=evaluator.encoded_fd if evaluator is not None else None,
         publish_rows=spec.output.publish_rows,
         checkpoint_dir=checkpoints,
-        party_checkpoint_root=checkpoints,
+        party_checkpoint_root=None if deployed else checkpoints,
         poll_interval=spec.runtime.poll_interval,
         timeout=spec.runtime.timeout,
         node_wait_timeout=spec.runtime.node_wait_timeout,
         progress=progress,
     )
+    if grid is not None:
+        return strategy.start(grid)
     shared = shared_seed_for(spec.seed)
     if spec.runtime.kind == "inprocess":
         nodes = [
@@ -150,7 +173,7 @@ def train_federated(
 
 
 def _run_simulation(strategy: VFLGANStrategy, spec: RunSpec, shared: int) -> VFLGANResult:
-    from flwr.serverapp import Grid, ServerApp
+    from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
     outcome: dict[str, Any] = {}
@@ -167,6 +190,7 @@ def _run_simulation(strategy: VFLGANStrategy, spec: RunSpec, shared: int) -> VFL
     # Simulated SuperNodes only get partition ids from Flower: the shared seed reaches
     # the ClientApps through their environment (Ray workers inherit it), not the server.
     os.environ[P.ENV_SHARED_SEED] = str(shared)
+    os.environ.setdefault("OMP_NUM_THREADS", str(spec.runtime.torch_threads))
     cpus = spec.runtime.cpus_per_node
     run_simulation(
         server_app=server_app,
@@ -174,8 +198,10 @@ def _run_simulation(strategy: VFLGANStrategy, spec: RunSpec, shared: int) -> VFL
         num_supernodes=spec.data.n_parties,
         backend_config={
             "client_resources": {"num_cpus": cpus, "num_gpus": 0.0},
-            "init_args": {"num_cpus": max(1, int(np.ceil(cpus * spec.data.n_parties))),
-                          "include_dashboard": False, "runtime_env": {"env_vars": {P.ENV_SHARED_SEED: str(shared)}}},
+            "init_args": {
+                "num_cpus": max(1, int(np.ceil(cpus * spec.data.n_parties))),
+                "include_dashboard": False,
+            },
         },
     )
     if "error" in outcome:

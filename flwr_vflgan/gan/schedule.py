@@ -37,6 +37,14 @@ class Schedule:
             )
         if self.n_critic <= 0 or self.epochs <= 0:
             raise ValueError(f"n_critic and epochs must be positive, got {self.n_critic}, {self.epochs}")
+        if self.d_steps_per_epoch < self.n_critic:
+            # Otherwise an epoch would end before its first generator step and the
+            # generator would never be trained.
+            raise ValueError(
+                f"an epoch has {self.d_steps_per_epoch} discriminator steps ({self.n_rows} rows // "
+                f"batch_size {self.batch_size}), fewer than n_critic={self.n_critic}: lower "
+                "train.batch_size or train.n_critic"
+            )
 
     @property
     def d_steps_per_epoch(self) -> int:

@@ -199,7 +199,7 @@ def frozen_batchnorm_stats(module: nn.Module) -> Iterator[None]:
     finally:
         for m, (momentum, tracked) in zip(norms, saved, strict=True):
             m.momentum = momentum
-            if tracked is not None:
+            if tracked is not None and m.num_batches_tracked is not None:
                 m.num_batches_tracked.copy_(tracked)
 
 

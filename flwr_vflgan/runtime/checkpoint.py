@@ -24,7 +24,7 @@ def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as handle:
-        np.savez(handle, **arrays)
+        np.savez(handle, **dict(arrays))  # type: ignore[arg-type]
     os.replace(tmp, path)
 
 

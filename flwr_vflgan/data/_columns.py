@@ -1,0 +1,187 @@
+"""Fitted per-column encodings used by :class:`~flwr_vflgan.data.encoder.TabularEncoder`; internal.
+
+Each record knows how to encode its column into a block of the output matrix and how
+to decode that block, fully vectorised over rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as ptypes
+
+from flwr_vflgan.data.schema import ColumnKind
+
+DtypeRecord = str | dict[str, Any]
+CategoryValue = str | int | float | bool
+
+_MAX_SHOWN = 5
+
+
+def dtype_record(dtype: Any) -> DtypeRecord:
+    """A JSON-able description of a pandas dtype, restored by :func:`dtype_from_record`."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        return {
+            "name": "category",
+            "categories": [native(value) for value in dtype.categories.tolist()],
+            "ordered": bool(dtype.ordered),
+        }
+    return str(dtype)
+
+
+def dtype_from_record(record: DtypeRecord) -> Any:
+    """Inverse of :func:`dtype_record`."""
+    if isinstance(record, dict):
+        return pd.CategoricalDtype(record["categories"], ordered=record["ordered"])
+    return ptypes.pandas_dtype(record)
+
+
+def native(value: Any) -> Any:
+    """Turn numpy scalars into the Python scalars JSON understands."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def numeric_values(series: pd.Series, name: str) -> np.ndarray:
+    """The column as float64, rejecting missing and non-finite values."""
+    values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    n_missing = int(np.isnan(values).sum())
+    if n_missing:
+        raise ValueError(
+            f"numeric column {name!r} has {n_missing} missing values; numeric columns must be "
+            f"complete: impute or drop those rows (or declare the column categorical)"
+        )
+    n_infinite = int(np.isinf(values).sum())
+    if n_infinite:
+        raise ValueError(
+            f"numeric column {name!r} has {n_infinite} non-finite values (inf); replace or drop "
+            f"those rows"
+        )
+    return values
+
+
+@dataclass(frozen=True)
+class NumericColumn:
+    """An affine scaling ``(x - offset) / scale`` of a complete numeric column."""
+
+    name: str
+    kind: ColumnKind
+    dtype: DtypeRecord
+    mean: float
+    std: float
+    minimum: float
+    maximum: float
+    minmax: bool
+
+    @classmethod
+    def fit(cls, series: pd.Series, kind: ColumnKind, *, minmax: bool) -> NumericColumn:
+        name = str(series.name)
+        values = numeric_values(series, name)
+        std = float(values.std())
+        return cls(
+            name=name,
+            kind=kind,
+            dtype=dtype_record(series.dtype),
+            mean=float(values.mean()),
+            std=std if std > 0 else 1.0,
+            minimum=float(values.min()),
+            maximum=float(values.max()),
+            minmax=minmax,
+        )
+
+    @property
+    def width(self) -> int:
+        return 1
+
+    @property
+    def offset_and_scale(self) -> tuple[float, float]:
+        if not self.minmax:
+            return self.mean, self.std
+        half_range = (self.maximum - self.minimum) / 2
+        return (self.maximum + self.minimum) / 2, half_range if half_range > 0 else 1.0
+
+    def encode(self, series: pd.Series, out: np.ndarray) -> None:
+        offset, scale = self.offset_and_scale
+        out[:, 0] = (numeric_values(series, self.name) - offset) / scale
+
+    def decode(self, block: np.ndarray) -> pd.Series:
+        offset, scale = self.offset_and_scale
+        values = block[:, 0] * scale + offset
+        if self.kind is ColumnKind.INTEGER:
+            values = np.rint(values)
+        values = np.clip(values, self.minimum, self.maximum)
+        original = dtype_from_record(self.dtype)
+        if self.kind is ColumnKind.INTEGER:
+            target = original if ptypes.is_integer_dtype(original) else np.dtype(np.int64)
+        else:
+            target = original if ptypes.is_float_dtype(original) else np.dtype(np.float64)
+        return pd.Series(values, name=self.name).astype(target)
+
+
+@dataclass(frozen=True)
+class CategoricalColumn:
+    """One-hot over the fitted categories, plus a last slot for missing values if seen."""
+
+    name: str
+    dtype: DtypeRecord
+    categories: tuple[CategoryValue, ...]
+    has_missing: bool
+
+    def __post_init__(self) -> None:
+        for value in self.categories:
+            if not isinstance(value, str | int | float | bool) or value != value:
+                raise TypeError(
+                    f"categorical column {self.name!r}: categories must be str, int, float or "
+                    f"bool (not NaN), got {value!r} of type {type(value).__name__}"
+                )
+        if len(set(self.categories)) != len(self.categories):
+            raise ValueError(f"categorical column {self.name!r} has repeated categories")
+
+    @classmethod
+    def fit(cls, series: pd.Series) -> CategoricalColumn:
+        missing = series.isna().to_numpy()
+        present = series[~missing].astype(object).unique()
+        values = [native(value) for value in present]
+        categories = tuple(sorted(values, key=lambda value: (str(value), type(value).__name__)))
+        return cls(
+            name=str(series.name),
+            dtype=dtype_record(series.dtype),
+            categories=categories,
+            has_missing=bool(missing.any()),
+        )
+
+    @property
+    def width(self) -> int:
+        return len(self.categories) + int(self.has_missing)
+
+    def encode(self, series: pd.Series, out: np.ndarray) -> None:
+        missing = series.isna().to_numpy()
+        codes = pd.Index(self.categories, dtype=object).get_indexer(series.astype(object))
+        unseen = (codes < 0) & ~missing
+        if unseen.any():
+            shown = pd.unique(series[unseen].astype(object))[:_MAX_SHOWN].tolist()
+            raise ValueError(
+                f"categorical column {self.name!r} has {int(unseen.sum())} values not seen at "
+                f"fit time, e.g. {shown}; fitted categories: {list(self.categories)}"
+            )
+        if missing.any():
+            if not self.has_missing:
+                raise ValueError(
+                    f"categorical column {self.name!r} has {int(missing.sum())} missing values, "
+                    f"but had none at fit time"
+                )
+            codes[missing] = len(self.categories)
+        out[np.arange(len(codes)), codes] = 1.0
+
+    def decode(self, block: np.ndarray) -> pd.Series:
+        lookup = np.empty(self.width, dtype=object)
+        lookup[: len(self.categories)] = self.categories
+        if self.has_missing:
+            lookup[-1] = np.nan
+        values = lookup[block.argmax(axis=1)]
+        original = dtype_from_record(self.dtype)
+        if isinstance(original, pd.CategoricalDtype):
+            return pd.Series(pd.Categorical(values, dtype=original), name=self.name)
+        return pd.Series(values, dtype=object, name=self.name).astype(original)

@@ -1,0 +1,273 @@
+"""Tests for flwr_vflgan.data.encoder."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flwr_vflgan.data.encoder import Span, TabularEncoder
+from flwr_vflgan.data.registry import load_dataset
+from flwr_vflgan.data.schema import ColumnKind, ColumnSpec, Schema
+
+CONT, INT, CAT = ColumnKind.CONTINUOUS, ColumnKind.INTEGER, ColumnKind.CATEGORICAL
+TINY_SCHEMA = Schema((ColumnSpec("a", CONT), ColumnSpec("b", CAT), ColumnSpec("c", INT)))
+
+
+def tiny_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"a": [1.0, 2.0, 3.0, 4.0], "b": ["y", "x", "y", None], "c": [10, 20, 20, 30]}
+    )
+
+
+class TestTinyFrame:
+    def test_spans_and_output_dim(self) -> None:
+        encoder = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA)
+        # b has categories x, y and a missing slot.
+        assert encoder.spans == (
+            Span("a", 0, 1, "identity"),
+            Span("b", 1, 3, "gumbel_softmax"),
+            Span("c", 4, 1, "identity"),
+        )
+        assert encoder.output_dim == 5
+        assert encoder.schema == TINY_SCHEMA
+
+    def test_standardisation_by_hand(self) -> None:
+        x = TabularEncoder().fit_transform(tiny_frame(), TINY_SCHEMA)
+        assert x.dtype == np.float32 and x.shape == (4, 5)
+        # a: mean 2.5, population std sqrt(((1.5)^2 + (0.5)^2) * 2 / 4) = sqrt(1.25).
+        std_a = math.sqrt(1.25)
+        expected_a = [-1.5 / std_a, -0.5 / std_a, 0.5 / std_a, 1.5 / std_a]
+        # c: mean 20, population std sqrt((100 + 0 + 0 + 100) / 4) = sqrt(50).
+        expected_c = [-10 / math.sqrt(50), 0.0, 0.0, 10 / math.sqrt(50)]
+        np.testing.assert_allclose(x[:, 0], expected_a, rtol=1e-6)
+        np.testing.assert_allclose(x[:, 4], expected_c, rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(x[:, 1:4], [[0, 1, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]])
+
+    def test_minmax_by_hand(self) -> None:
+        encoder = TabularEncoder("minmax")
+        x = encoder.fit_transform(tiny_frame(), TINY_SCHEMA)
+        np.testing.assert_allclose(x[:, 0], [-1, -1 / 3, 1 / 3, 1], rtol=1e-6)
+        np.testing.assert_allclose(x[:, 4], [-1, 0, 0, 1], atol=1e-7)
+        assert [span.activation for span in encoder.spans] == ["tanh", "gumbel_softmax", "tanh"]
+
+    def test_round_trip_with_missing_category(self) -> None:
+        frame = tiny_frame()
+        encoder = TabularEncoder().fit(frame, TINY_SCHEMA)
+        back = encoder.inverse_transform(encoder.transform(frame))
+        assert back["b"].tolist()[:3] == ["y", "x", "y"]
+        assert pd.isna(back["b"].iloc[3])
+        assert back["c"].tolist() == [10, 20, 20, 30]
+        assert back["c"].dtype == np.int64
+        np.testing.assert_allclose(back["a"], [1.0, 2.0, 3.0, 4.0], rtol=1e-6)
+
+    def test_inverse_rounds_clips_and_takes_argmax(self) -> None:
+        encoder = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA)
+        std_a, std_c = math.sqrt(1.25), math.sqrt(50)
+        generated = np.array(
+            [
+                [100.0, 0.2, 0.7, 0.1, (21.4 - 20) / std_c],  # a clipped to max 4, c 21.4 -> 21
+                [-100.0, 2.0, -1.0, 0.5, -100.0],  # a clipped to min 1, c clipped to 10
+                [(2.75 - 2.5) / std_a, 0.0, 0.1, 0.3, (26.6 - 20) / std_c],  # missing slot wins
+            ]
+        )
+        back = encoder.inverse_transform(generated)
+        assert back["c"].tolist() == [21, 10, 27]
+        np.testing.assert_allclose(back["a"], [4.0, 1.0, 2.75])
+        assert back["b"].tolist()[:2] == ["y", "x"] and pd.isna(back["b"].iloc[2])
+
+    def test_constant_columns(self) -> None:
+        frame = pd.DataFrame({"k": [5.0, 5.0], "j": [7, 7]})
+        schema = Schema((ColumnSpec("k", CONT), ColumnSpec("j", INT)))
+        for scaling in ("standard", "minmax"):
+            encoder = TabularEncoder(scaling)
+            x = encoder.fit_transform(frame, schema)
+            np.testing.assert_array_equal(x, np.zeros((2, 2)))
+            pd.testing.assert_frame_equal(encoder.inverse_transform(x), frame)
+
+
+class TestDtypes:
+    def test_original_dtypes_come_back(self) -> None:
+        frame = pd.DataFrame(
+            {
+                "code": [1, 2, 1],
+                "flag": [True, False, True],
+                "level": pd.Categorical(["lo", "hi", "lo"], categories=["lo", "mid", "hi"]),
+                "name": pd.Series(["u", "v", "u"], dtype=object),
+                "small": np.array([3, 4, 5], dtype=np.int32),
+                "single": np.array([0.25, 0.5, 1.0], dtype=np.float32),
+                "whole": [1.0, 2.0, 3.0],
+            }
+        )
+        schema = Schema(
+            (
+                ColumnSpec("code", CAT), ColumnSpec("flag", CAT), ColumnSpec("level", CAT),
+                ColumnSpec("name", CAT), ColumnSpec("small", INT), ColumnSpec("single", CONT),
+                ColumnSpec("whole", INT),
+            )
+        )  # fmt: skip
+        encoder = TabularEncoder().fit(frame, schema)
+        back = encoder.inverse_transform(encoder.transform(frame))
+        expected = frame.assign(whole=np.array([1, 2, 3], dtype=np.int64))
+        pd.testing.assert_frame_equal(back, expected)
+        assert type(back["code"].iloc[0]) in (int, np.int64)
+
+    def test_categories_sorted_by_string(self) -> None:
+        frame = pd.DataFrame({"n": [10, 9, 2]})
+        encoder = TabularEncoder().fit(frame, Schema((ColumnSpec("n", CAT),)))
+        # "10" < "2" < "9" as strings.
+        np.testing.assert_array_equal(encoder.transform(frame), [[1, 0, 0], [0, 0, 1], [0, 1, 0]])
+
+
+class TestErrors:
+    def test_numeric_missing_in_fit(self) -> None:
+        frame = tiny_frame().assign(a=[1.0, np.nan, np.nan, 4.0])
+        with pytest.raises(ValueError, match=r"column 'a' has 2 missing values.*impute or drop"):
+            TabularEncoder().fit(frame, TINY_SCHEMA)
+
+    def test_numeric_missing_in_transform(self) -> None:
+        encoder = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA)
+        with pytest.raises(ValueError, match="column 'a' has 1 missing values"):
+            encoder.transform(tiny_frame().assign(a=[1.0, 2.0, np.nan, 4.0]))
+
+    def test_numeric_infinite(self) -> None:
+        frame = tiny_frame().assign(a=[1.0, np.inf, 3.0, -np.inf])
+        with pytest.raises(ValueError, match=r"column 'a' has 2 non-finite values \(inf\)"):
+            TabularEncoder().fit(frame, TINY_SCHEMA)
+
+    def test_unseen_category(self) -> None:
+        encoder = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA)
+        with pytest.raises(
+            ValueError, match=r"column 'b' has 1 values not seen at fit time, e\.g\. \['w'\]"
+        ):
+            encoder.transform(tiny_frame().assign(b=["x", "w", "y", "x"]))
+
+    def test_missing_category_not_seen_at_fit(self) -> None:
+        frame = tiny_frame().assign(b=["x", "y", "x", "y"])
+        encoder = TabularEncoder().fit(frame, TINY_SCHEMA)
+        with pytest.raises(ValueError, match="column 'b' has 1 missing values, but had none"):
+            encoder.transform(tiny_frame())
+
+    def test_missing_columns(self) -> None:
+        encoder = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA)
+        with pytest.raises(ValueError, match=r"missing columns \['c'\]"):
+            encoder.transform(tiny_frame().drop(columns=["c"]))
+
+    def test_empty_frame(self) -> None:
+        with pytest.raises(ValueError, match="0 rows"):
+            TabularEncoder().fit(tiny_frame().iloc[:0], TINY_SCHEMA)
+
+    def test_schema_type(self) -> None:
+        with pytest.raises(TypeError, match="schema must be a Schema, got list"):
+            TabularEncoder().fit(tiny_frame(), ["a"])  # type: ignore[arg-type]
+
+    def test_inverse_wrong_shape(self) -> None:
+        encoder = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA)
+        with pytest.raises(ValueError, match=r"shape \(n_rows, 5\).*got \(2, 4\)"):
+            encoder.inverse_transform(np.zeros((2, 4)))
+        with pytest.raises(ValueError, match=r"got \(5,\)"):
+            encoder.inverse_transform(np.zeros(5))
+
+    def test_inverse_non_finite(self) -> None:
+        encoder = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA)
+        x = np.zeros((2, 5))
+        x[1, 2] = np.nan
+        with pytest.raises(ValueError, match="x has 1 NaN or infinite values"):
+            encoder.inverse_transform(x)
+
+    def test_inverse_non_numeric(self) -> None:
+        encoder = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA)
+        with pytest.raises(TypeError, match="x must be a numeric array"):
+            encoder.inverse_transform(np.full((1, 5), "a"))
+
+    def test_not_fitted(self) -> None:
+        encoder = TabularEncoder()
+        for action in (lambda: encoder.spans, lambda: encoder.state_dict()):
+            with pytest.raises(ValueError, match="not fitted yet"):
+                action()
+        with pytest.raises(ValueError, match="not fitted yet"):
+            encoder.transform(tiny_frame())
+
+    def test_unknown_scaling(self) -> None:
+        with pytest.raises(
+            ValueError, match=r"numeric_scaling must be one of \['standard', 'minmax'\]"
+        ):
+            TabularEncoder("robust")  # type: ignore[arg-type]
+
+    def test_span_validation(self) -> None:
+        with pytest.raises(ValueError, match="width must be >= 1, got 0"):
+            Span("a", 0, 0, "identity")
+        with pytest.raises(ValueError, match="activation must be one of"):
+            Span("a", 0, 1, "softmax")  # type: ignore[arg-type]
+
+
+class TestStateDict:
+    def test_json_round_trip(self) -> None:
+        frame = tiny_frame()
+        encoder = TabularEncoder("minmax").fit(frame, TINY_SCHEMA)
+        state = json.loads(json.dumps(encoder.state_dict()))
+        assert state["schema_version"] == 1
+        assert state["means"] == {"a": 2.5, "c": 20.0}
+        assert state["mins"] == {"a": 1.0, "c": 10.0} and state["maxes"] == {"a": 4.0, "c": 30.0}
+        assert state["categories"] == {"b": ["x", "y"]}
+        restored = TabularEncoder.from_state_dict(state)
+        assert restored.spans == encoder.spans
+        x = encoder.transform(frame)
+        np.testing.assert_array_equal(restored.transform(frame), x)
+        pd.testing.assert_frame_equal(restored.inverse_transform(x), encoder.inverse_transform(x))
+
+    def test_bad_version(self) -> None:
+        state = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA).state_dict()
+        with pytest.raises(ValueError, match="schema_version must be 1, got 0"):
+            TabularEncoder.from_state_dict({**state, "schema_version": 0})
+
+    def test_missing_key(self) -> None:
+        state = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA).state_dict()
+        del state["stds"]
+        with pytest.raises(ValueError, match=r"missing \['stds'\]"):
+            TabularEncoder.from_state_dict(state)
+
+    def test_invalid_statistic(self) -> None:
+        state = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA).state_dict()
+        state["stds"]["a"] = 0.0
+        with pytest.raises(ValueError, match=r"column 'a' is invalid.*std=0\.0"):
+            TabularEncoder.from_state_dict(state)
+
+    def test_column_entry_missing(self) -> None:
+        state = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA).state_dict()
+        del state["categories"]["b"]
+        with pytest.raises(ValueError, match="no 'categories' entry for column 'b'"):
+            TabularEncoder.from_state_dict(state)
+
+
+class TestRealData:
+    def test_adult_round_trip_is_exact(self) -> None:
+        adult = load_dataset("adult")
+        encoder = TabularEncoder().fit(adult.frame, adult.schema)
+        # adult.names: workclass 8, education 16, marital-status 7, occupation 14,
+        # relationship 6, race 5, sex 2, native-country 41 values, income 2; "?" adds a
+        # missing slot to workclass, occupation and native-country; plus 6 integers.
+        assert encoder.output_dim == (8 + 1) + 16 + 7 + (14 + 1) + 6 + 5 + 2 + (41 + 1) + 2 + 6
+        x = encoder.transform(adult.frame)
+        assert x.shape == (48_842, encoder.output_dim)
+        pd.testing.assert_frame_equal(encoder.inverse_transform(x), adult.frame)
+
+    def test_german_credit_round_trip_is_exact(self, datasets_dir: Path) -> None:
+        german = load_dataset("german_credit", data_dir=datasets_dir)
+        encoder = TabularEncoder().fit(german.frame, german.schema)
+        back = encoder.inverse_transform(encoder.transform(german.frame))
+        pd.testing.assert_frame_equal(back, german.frame)
+
+    def test_spambase_continuous_round_trip(self, datasets_dir: Path) -> None:
+        spam = load_dataset("spambase", data_dir=datasets_dir)
+        encoder = TabularEncoder().fit(spam.frame, spam.schema)
+        back = encoder.inverse_transform(encoder.transform(spam.frame))
+        assert back["spam"].tolist() == spam.frame["spam"].tolist()
+        for name in spam.schema.names[:57]:
+            original = spam.frame[name].to_numpy()
+            span = original.max() - original.min()
+            np.testing.assert_allclose(back[name], original, rtol=1e-5, atol=1e-6 * span)

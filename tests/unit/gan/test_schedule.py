@@ -1,0 +1,91 @@
+"""Algorithm 1's schedule, worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from flwr_vflgan.gan.schedule import Schedule, StepKind
+
+
+def _kinds(schedule: Schedule, n: int) -> str:
+    return "".join(schedule.kind(t).value for t in range(n))
+
+
+def test_schedule_by_hand_fifty_rows_batch_ten_two_critic_steps():
+    s = Schedule(n_rows=50, batch_size=10, n_critic=2, epochs=2)
+    # S = 50 // 10 = 5 D steps per epoch; a G step after every 2nd: 5 + 2 = 7 steps.
+    assert s.d_steps_per_epoch == 5
+    assert s.steps_per_epoch == 7
+    assert s.total_steps == 14
+    assert _kinds(s, 14) == "ddgddgd" * 2
+    assert [s.epoch_of(t) for t in range(14)] == [1] * 7 + [2] * 7
+    assert [t for t in range(14) if s.ends_epoch(t)] == [6, 13]
+    assert s.kind(2) is StepKind.GENERATOR
+    assert s.kind(6) is StepKind.DISCRIMINATOR
+
+
+@pytest.mark.parametrize(
+    ("n_critic", "pattern"),
+    [
+        (1, "dgdgdgdgdg"),  # S = 5, 5 G steps
+        (5, "dddddg"),  # S = 5, 1 G step
+        (3, "dddgdd"),  # S = 5, 1 G step after the 3rd D step
+    ],
+)
+def test_schedule_other_critic_ratios(n_critic, pattern):
+    s = Schedule(n_rows=50, batch_size=10, n_critic=n_critic, epochs=3)
+    assert s.steps_per_epoch == len(pattern)
+    assert _kinds(s, 3 * len(pattern)) == pattern * 3
+    assert s.total_steps == 3 * len(pattern)
+
+
+def test_partial_last_batch_is_dropped():
+    s = Schedule(n_rows=59, batch_size=10, n_critic=2, epochs=1)
+    assert s.d_steps_per_epoch == 5
+    assert s.steps_per_epoch == 7
+
+
+def test_max_steps_caps_total_steps():
+    assert Schedule(50, 10, 2, 2, max_steps=10).total_steps == 10
+    assert Schedule(50, 10, 2, 2, max_steps=14).total_steps == 14
+    assert Schedule(50, 10, 2, 2, max_steps=1000).total_steps == 14
+    assert Schedule(50, 10, 2, 2, max_steps=None).total_steps == 14
+
+
+def test_max_steps_does_not_change_the_step_kinds():
+    capped = Schedule(50, 10, 2, 2, max_steps=9)
+    assert _kinds(capped, 9) == "ddgddgd" + "dd"
+
+
+def test_batch_larger_than_table_raises():
+    with pytest.raises(ValueError, match=r"batch_size=51 is larger than the 50 training rows"):
+        Schedule(n_rows=50, batch_size=51, n_critic=2, epochs=2)
+
+
+def test_batch_equal_to_table_is_one_step_per_epoch():
+    s = Schedule(n_rows=50, batch_size=50, n_critic=1, epochs=2)
+    assert _kinds(s, 4) == "dgdg"
+
+
+@pytest.mark.parametrize(("n_critic", "epochs"), [(0, 1), (-1, 1), (1, 0), (2, -3)])
+def test_non_positive_critic_steps_or_epochs_raise(n_critic, epochs):
+    with pytest.raises(ValueError, match=r"n_critic and epochs must be positive"):
+        Schedule(n_rows=50, batch_size=10, n_critic=n_critic, epochs=epochs)
+
+
+def test_negative_step_raises():
+    with pytest.raises(ValueError, match=r"step must be >= 0, got -1"):
+        Schedule(50, 10, 2, 2).kind(-1)
+
+
+def test_every_run_updates_the_generator():
+    # 300 rows at the default batch 64 and n_critic 5: S = 4 < 5 D steps per epoch. Algorithm 1
+    # follows every T_d D steps with a G step; a schedule with no G step at all would
+    # "train" for 300 exchanges and publish an untrained generator. Either such a schedule
+    # is rejected, or the generator still gets its steps.
+    try:
+        schedule = Schedule(n_rows=300, batch_size=64, n_critic=5, epochs=75)
+    except ValueError:
+        return
+    kinds = [schedule.kind(t) for t in range(schedule.total_steps)]
+    assert StepKind.GENERATOR in kinds
