@@ -8,6 +8,7 @@ standardised numbers).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,11 +39,20 @@ def frechet_distance(real: GaussianStats | np.ndarray, synthetic: GaussianStats 
     b = synthetic if isinstance(synthetic, GaussianStats) else GaussianStats.of(synthetic)
     if a.mean.shape != b.mean.shape:
         raise ValueError(f"tables differ in width: {a.mean.shape[0]} vs {b.mean.shape[0]} columns")
-    covmean = scipy.linalg.sqrtm(a.cov @ b.cov)
-    if not np.isfinite(covmean).all():
-        # Singular product: regularise both covariances slightly (as FID implementations do).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", scipy.linalg.LinAlgWarning)
+        try:
+            covmean = scipy.linalg.sqrtm(a.cov @ b.cov)
+            singular = not np.isfinite(covmean).all()
+        except scipy.linalg.LinAlgWarning:
+            singular = True
+    if singular:
+        # A one-hot column the synthetic table never uses makes the product singular:
+        # regularise both covariances slightly, as FID implementations do.
         eps = 1e-6 * np.eye(a.cov.shape[0])
-        covmean = scipy.linalg.sqrtm((a.cov + eps) @ (b.cov + eps))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+            covmean = scipy.linalg.sqrtm((a.cov + eps) @ (b.cov + eps))
     covmean = np.real(covmean)
     diff = a.mean - b.mean
     value = diff @ diff + np.trace(a.cov) + np.trace(b.cov) - 2.0 * np.trace(covmean)

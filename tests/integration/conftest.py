@@ -1,0 +1,39 @@
+"""Shared fixtures of the integration tests: small real tables and in-process runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from flwr_vflgan.data import load_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATASETS = REPO.parent / "shared" / "datasets"
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    # Tiny models: more intra-op threads only contend on a shared 2-core machine.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def adult_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first 640 rows of the bundled Adult table as a CSV (10 D steps per epoch at batch 64)."""
+    path = tmp_path_factory.mktemp("data") / "adult640.csv"
+    load_dataset("adult").frame.iloc[:640].to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def adult_4k(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first 4,000 rows of the bundled Adult table as a CSV."""
+    path = tmp_path_factory.mktemp("data") / "adult4k.csv"
+    load_dataset("adult").frame.iloc[:4000].to_csv(path, index=False)
+    return path
