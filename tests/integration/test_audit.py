@@ -1,0 +1,124 @@
+"""Protocol audit: record every message of a run and check what crosses the wire.
+
+Raw data never leaves a party; the server sees intermediate features, synthetic rows
+and the parties' row count and ID digest, and never the shared noise seed, row indices
+or real rows; what the server sends holds configuration and feature gradients only.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from flwr.app import ArrayRecord, ConfigRecord, Message
+
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
+from flwr_vflgan.simulations.pipeline import Evaluator
+from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
+
+SHARED = 987654321123
+BATCH, FEATURE = 64, 128
+
+
+def _record_run(adult_small: Path) -> tuple[list[Message], list[Message], list]:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    config = VFLGANConfig.from_dict({"train": {"epochs": 2, "eval_rows": 100}})
+    blocks = all_blocks(spec)
+    log: list[Message] = []
+    grid = InProcessGrid(
+        make_client_app(),
+        [{"partition-id": i, "shared-seed": SHARED} for i in range(2)],
+        observer=log.append,
+    )
+    strategy = VFLGANStrategy(
+        config, n_parties=2, seed=1, data_spec=spec,
+        evaluate_fn=Evaluator(blocks).encoded_fd, publish_rows=120,
+    )
+    strategy.start(grid)
+    to_parties = [m for m in log if m.metadata.reply_to_message_id == ""]
+    to_server = [m for m in log if m.metadata.reply_to_message_id != ""]
+    return to_parties, to_server, blocks
+
+
+def _config_values(message: Message) -> list[object]:
+    values: list[object] = []
+    for record in message.content.values():
+        if isinstance(record, ConfigRecord):
+            values += list(record.values())
+    return values
+
+
+def test_every_message_carries_only_what_the_protocol_allows(adult_small: Path) -> None:
+    to_parties, to_server, blocks = _record_run(adult_small)
+    assert len(to_parties) == len(to_server) > 20
+    assert all(not m.has_error() for m in to_server)
+
+    # Server -> parties: configuration and gradients w.r.t. the parties' features only.
+    for message in to_parties:
+        kind = message.metadata.message_type
+        assert kind in (P.SETUP, P.STEP, P.GENERATE)
+        assert set(message.content) <= {P.CONFIG, P.GRADS}
+        if P.GRADS in message.content:
+            for array in message.content[P.GRADS].values():
+                assert array.dtype in ("float32", "<f4") and array.shape == (BATCH, FEATURE)
+        # The server never knows, so never sends, the parties' shared seed.
+        for value in _config_values(message):
+            assert value != SHARED and str(SHARED) not in str(value)
+
+    # Parties -> server: row count and ID digest, features, encoded synthetic rows, and the
+    # decoded synthetic publication. Every array is float32: no integer row indices.
+    widths = {b.encoder.output_dim for b in blocks}
+    for message in to_server:
+        kind = message.metadata.message_type
+        assert set(message.content) <= {P.CONFIG, P.FEATURES, P.SYNTHETIC}
+        if kind == P.SETUP:
+            assert set(message.content[P.CONFIG]) == {"partition_id", "n_rows", "id_digest"}
+        for record in message.content.values():
+            if not isinstance(record, ArrayRecord):
+                continue
+            for key, array in record.items():
+                assert array.dtype in ("float32", "<f4"), key
+                if key in (P.REAL, P.FAKE):
+                    assert array.shape == (BATCH, FEATURE)
+                else:
+                    assert key == P.ROWS and array.shape[1] in widths
+        for value in _config_values(message):
+            assert value != SHARED and str(SHARED) not in str(value)
+
+
+def test_no_real_row_reaches_the_server(adult_small: Path) -> None:
+    """Neither encoded real rows nor real column blocks appear in any party's message."""
+    _, to_server, blocks = _record_run(adult_small)
+    encoded_rows = [
+        {row.tobytes() for row in b.encoded.numpy().astype(np.float32)} for b in blocks
+    ]
+    for message in to_server:
+        for record in message.content.values():
+            if isinstance(record, ArrayRecord) and P.ROWS in record:
+                rows = record[P.ROWS].numpy()
+                party = [b.encoder.output_dim for b in blocks].index(rows.shape[1])
+                leaked = sum(r.tobytes() in encoded_rows[party] for r in rows.astype(np.float32))
+                assert leaked == 0
+            if isinstance(record, ArrayRecord) and P.REAL in record:
+                # Features are D_i^1 outputs, not the (narrower) encoded rows themselves.
+                assert record[P.REAL].shape[1] == FEATURE != min(b.encoder.output_dim for b in blocks)
+    publications = [m for m in to_server if m.metadata.message_type == P.GENERATE]
+    assert len(publications) == 2
+    for message, block in zip(publications, blocks, strict=True):
+        table = pd.read_parquet(io.BytesIO(message.content[P.SYNTHETIC]["parquet"]))
+        # A party publishes its own columns only, synthetic and of the requested size.
+        assert list(table.columns) == block.schema.names and len(table) == 120
+
+
+def test_the_server_strategy_holds_no_party_seed_or_data(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    strategy = VFLGANStrategy(VFLGANConfig(), n_parties=2, seed=1, data_spec=spec)
+    setup = strategy.configure_setup([1001, 1002], P.NO_STEP)
+    for message in setup:
+        assert str(SHARED) not in repr(dict(message.content[P.CONFIG]))
+    assert not any(isinstance(v, (np.ndarray, pd.DataFrame)) for v in vars(strategy).values())
