@@ -107,17 +107,17 @@ class VFLGANClient:
             "next_step": 0,
             "checkpoint_dir": checkpoint_dir or "",
         }
-        arrays: dict[str, np.ndarray] = {}
+        snapshots: dict[str, np.ndarray] = {}
         if resume_step != P.NO_STEP:
             if not checkpoint_dir:
                 raise ValueError(
                     f"party {partition_id} cannot resume step {resume_step}: it has no checkpoint "
                     f"directory (node_config '{P.NODE_CHECKPOINT_DIR}')"
                 )
-            arrays, opt_steps = load_party_checkpoint(Path(checkpoint_dir), resume_step, config_json)
-            trainer.state.load(arrays.pop("flat"), opt_steps)
+            snapshots, opt_steps = load_party_checkpoint(Path(checkpoint_dir), resume_step, config_json)
+            trainer.state.load(snapshots.pop("flat"), opt_steps)
             meta["next_step"] = resume_step
-        _save_state(context, trainer, meta, arrays)
+        _save_state(context, trainer, meta, snapshots)
         return RecordDict(
             {
                 P.CONFIG: ConfigRecord(
@@ -158,7 +158,7 @@ class VFLGANClient:
         self,
         context: Context,
         config_json: str,
-        config: VFLGANConfig,
+        config: VFLGANConfig | None,
         data_key: str,
         data: PartyData,
         shared_seed: int,
@@ -168,29 +168,36 @@ class VFLGANClient:
         if key in self._trainers:
             self._trainers.move_to_end(key)
             return self._trainers[key]
+        if config is None:
+            config = VFLGANConfig.from_dict(json.loads(config_json))
         trainer = PartyTrainer(config, data.encoder.spans, data.encoded, shared_seed, partition_id)
         self._trainers[key] = trainer
         while len(self._trainers) > _CACHE_SIZE:
             self._trainers.popitem(last=False)
         return trainer
 
-    def _restore(self, context: Context) -> tuple[PartyTrainer, dict, dict[str, np.ndarray], PartyData]:
+    def _restore(self, context: Context) -> tuple[PartyTrainer, dict, PartyData]:
         if P.STATE_META not in context.state or P.STATE_ARRAYS not in context.state:
             raise ProtocolError("received a step before setup: this party has no state for the run")
-        meta_record = context.state[P.STATE_META]
-        meta = json.loads(str(meta_record["json"]))
-        arrays = {k: v.numpy() for k, v in context.state[P.STATE_ARRAYS].items()}
-        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
+        meta = json.loads(str(context.state[P.STATE_META]["json"]))
         data = self._load_data(meta["data_key"])
         trainer = self._trainer(
-            context, meta["config"], config, meta["data_key"], data, meta["shared_seed"], meta["partition_id"]
+            context, meta["config"], None, meta["data_key"], data, meta["shared_seed"], meta["partition_id"]
         )
-        trainer.state.load(arrays.pop("flat"), meta["opt_steps"])
-        return trainer, meta, arrays, data
+        trainer.state.load(context.state[P.STATE_ARRAYS]["flat"].numpy(), meta["opt_steps"])
+        return trainer, meta, data
+
+    @staticmethod
+    def _snapshots(context: Context) -> dict[str, np.ndarray]:
+        if P.STATE_SNAPSHOTS not in context.state:
+            return {}
+        return {k: v.numpy() for k, v in context.state[P.STATE_SNAPSHOTS].items()}
 
     # -- training step -------------------------------------------------------------------
     def _step(self, msg: Message, context: Context) -> RecordDict:
-        trainer, meta, arrays, data = self._restore(context)
+        trainer, meta, data = self._restore(context)
+        snapshots = self._snapshots(context)
+        snapshots_changed = False
         cfg = get_config(msg.content, P.CONFIG)
         apply_step = int(get_field(cfg, "apply_step", int))  # type: ignore[call-overload]
         forward_step = int(get_field(cfg, "forward_step", int))  # type: ignore[call-overload]
@@ -200,7 +207,8 @@ class VFLGANClient:
         reply: dict[str, np.ndarray] = {}
 
         if get_field(cfg, "promote_best", bool):
-            _promote(arrays, meta["partition_id"])
+            _promote(snapshots, meta["partition_id"])
+            snapshots_changed = True
         if apply_step != P.NO_STEP:
             if apply_step != meta["pending_step"]:
                 raise ProtocolError(
@@ -222,13 +230,14 @@ class VFLGANClient:
             if rows < 2:
                 raise ProtocolError(f"eval_rows must be >= 2, got {rows}")
             reply[P.ROWS] = trainer.generate(rows, eval_draw).numpy()
-            arrays["last_eval"] = trainer.generator_snapshot()
+            snapshots["last_eval"] = trainer.generator_snapshot()
+            snapshots_changed = True
         if get_field(cfg, "checkpoint", bool) and meta["checkpoint_dir"]:
             if meta["pending_step"] != P.NO_STEP:
                 raise ProtocolError("checkpoint requested while a forward pass awaits its gradients")
             save_party_checkpoint(
                 Path(meta["checkpoint_dir"]), meta["next_step"], trainer.state.to_numpy(),
-                trainer.state.optimizer_steps(), arrays, meta["config"],
+                trainer.state.optimizer_steps(), snapshots, meta["config"],
             )
         if forward_step != P.NO_STEP:
             if meta["pending_step"] != P.NO_STEP or forward_step != meta["next_step"]:
@@ -247,7 +256,7 @@ class VFLGANClient:
                 reply[P.REAL] = out.real.numpy()
             reply[P.FAKE] = out.fake.numpy()
             meta["pending_step"] = forward_step
-        _save_state(context, trainer, meta, arrays)
+        _save_state(context, trainer, meta, snapshots if snapshots_changed else None)
         content = RecordDict({P.CONFIG: ConfigRecord({"forward_step": forward_step})})
         if reply:
             content[P.FEATURES] = tensors_to_record(reply)
@@ -255,23 +264,25 @@ class VFLGANClient:
 
     # -- publication ---------------------------------------------------------------------
     def _generate(self, msg: Message, context: Context) -> RecordDict:
-        trainer, meta, arrays, data = self._restore(context)
+        trainer, meta, data = self._restore(context)
+        snapshots = self._snapshots(context)
         cfg = get_config(msg.content, P.CONFIG)
         rows = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
         draw = int(get_field(cfg, "draw", int))  # type: ignore[call-overload]
         if rows < 1:
             raise ProtocolError(f"n_rows must be >= 1, got {rows}")
-        if get_field(cfg, "promote_best", bool):
-            _promote(arrays, meta["partition_id"])
+        promote = bool(get_field(cfg, "promote_best", bool))
+        if promote:
+            _promote(snapshots, meta["partition_id"])
         current = trainer.generator_snapshot()
-        if get_field(cfg, "use_best", bool) and "best" in arrays:
-            trainer.load_generator_snapshot(arrays["best"])
+        if get_field(cfg, "use_best", bool) and "best" in snapshots:
+            trainer.load_generator_snapshot(snapshots["best"])
         encoded = trainer.generate(rows, draw).numpy()
         trainer.load_generator_snapshot(current)
         frame = data.encoder.inverse_transform(encoded)
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
-        _save_state(context, trainer, meta, arrays)
+        _save_state(context, trainer, meta, snapshots if promote else None)
         return RecordDict({P.SYNTHETIC: ConfigRecord({"parquet": buffer.getvalue(), "n_rows": rows})})
 
 
@@ -337,7 +348,15 @@ def _trainer_key(context: Context, config_json: str, data_key: str, shared_seed:
     return (context.run_id, context.node_id, config_json, data_key, shared_seed)
 
 
-def _save_state(context: Context, trainer: PartyTrainer, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+def _save_state(
+    context: Context,
+    trainer: PartyTrainer,
+    meta: dict,
+    snapshots: dict[str, np.ndarray] | None = None,
+) -> None:
+    """Write the training state; generator snapshots only when they changed."""
     meta["opt_steps"] = trainer.state.optimizer_steps()
     context.state[P.STATE_META] = ConfigRecord({"json": json.dumps(meta)})
-    context.state[P.STATE_ARRAYS] = tensors_to_record({"flat": trainer.state.to_numpy(), **arrays})
+    context.state[P.STATE_ARRAYS] = tensors_to_record({"flat": trainer.state.to_numpy()})
+    if snapshots is not None:
+        context.state[P.STATE_SNAPSHOTS] = tensors_to_record(snapshots)

@@ -56,6 +56,8 @@ class VFLGANResult:
     wall_seconds: float = 0.0
     n_rows: int = 0
     resumed_from_step: int | None = None
+    train_seconds: float = 0.0
+    """Wall time of the training loop alone (no setup, no publication)."""
 
 
 @dataclass
@@ -299,6 +301,7 @@ class VFLGANStrategy:
         evaluating = self.evaluate_fn is not None and train.eval_every > 0
 
         step, pending = start_step, None
+        loop_started = time.monotonic()
         while True:
             last = step >= schedule.total_steps
             epoch = schedule.epoch_of(pending.step) if pending else 0
@@ -347,13 +350,14 @@ class VFLGANStrategy:
             pending = _Pending(step, kind, grads_real, grads_fake)
             step += 1
 
+        train_seconds = time.monotonic() - loop_started
         synthetic = self._publish(grid, order, n_rows, promote, use_best=best_epoch is not None)
         exchanges += 1
         return VFLGANResult(
             synthetic=synthetic, history=history, best_epoch=best_epoch, best_fd=best_fd,
             steps=schedule.total_steps, exchanges=exchanges,
             wall_seconds=time.monotonic() - started, n_rows=n_rows,
-            resumed_from_step=start_step if resume else None,
+            resumed_from_step=start_step if resume else None, train_seconds=train_seconds,
         )
 
     def _publish(self, grid: Grid, order: Sequence[int], n_rows: int, promote: bool, use_best: bool) -> pd.DataFrame:

@@ -34,6 +34,7 @@ ROWS = "rows"
 # Party state records kept in Flower's context.state between messages.
 STATE_ARRAYS = "vflgan.arrays"
 STATE_META = "vflgan.meta"
+STATE_SNAPSHOTS = "vflgan.snapshots"
 
 # node_config keys a party reads from its own settings.
 NODE_DATA_PATH = "data-path"

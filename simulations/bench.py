@@ -1,0 +1,142 @@
+"""Benchmark of the VFLGAN runtimes, measured in one run on one machine.
+
+    python -m simulations.bench                 # Adult, 2 parties
+    python -m simulations.bench bench.steps=600 partition.n_parties=3
+
+Measures (the last line printed is one JSON object):
+
+* ``plain_step_ms``: one training step of :class:`~flwr_vflgan.gan.plain.PlainVFLGAN`,
+  the single-process PyTorch loop doing the same math (the lower bound);
+* ``inprocess_step_ms``: one step of the same training driven by the VFLGAN strategy over
+  the in-process grid (real Flower Messages and Contexts, state saved and restored
+  every message); ``inprocess_over_plain`` is their ratio (target: at most 2);
+* ``simulation_exchange_ms``: one exchange (= one step) in Flower's simulation engine;
+* ``party_peak_rss_mb``: peak resident memory of a process running one party (its data,
+  models, optimizer state and 50 protocol steps), measured in a child process.
+
+Step times exclude setup and publication (the strategy times its training loop alone)
+and come after ``bench.warmup`` steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.gan.plain import PlainVFLGAN
+from flwr_vflgan.gan.schedule import Schedule
+from flwr_vflgan.runtime.party_data import all_blocks
+from flwr_vflgan.simulations.config import register_configs, to_run_spec
+from flwr_vflgan.simulations.pipeline import _run_simulation, shared_seed_for
+from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
+
+register_configs()
+
+
+def _strategy(spec: Any, steps: int) -> VFLGANStrategy:
+    train = replace(spec.algorithm.train, max_steps=steps, eval_every=0, epochs=max(1, spec.algorithm.train.epochs))
+    config = replace(spec.algorithm, train=train)
+    return VFLGANStrategy(config, n_parties=spec.data.n_parties, seed=spec.seed, data_spec=spec.data,
+                          publish_rows=64, poll_interval=spec.runtime.poll_interval)
+
+
+def plain_step_ms(spec: Any, warmup: int, steps: int) -> float:
+    """Milliseconds per step of the single-process loop."""
+    blocks = all_blocks(spec.data)
+    model = PlainVFLGAN(spec.algorithm, [b.encoder.spans for b in blocks], [b.encoded for b in blocks],
+                        shared_seed_for(spec.seed), spec.seed)
+    t = spec.algorithm.train
+    schedule = Schedule(blocks[0].n_rows, t.batch_size, t.n_critic, t.epochs, None)
+    for step in range(warmup):
+        model.step(step, schedule.kind(step))
+    started = time.perf_counter()
+    for step in range(warmup, warmup + steps):
+        model.step(step, schedule.kind(step))
+    return (time.perf_counter() - started) / steps * 1e3
+
+
+def inprocess_step_ms(spec: Any, warmup: int, steps: int) -> float:
+    """Milliseconds per step over the in-process grid (difference of two runs)."""
+    def loop_seconds(n: int) -> float:
+        nodes = [{"partition-id": i, "shared-seed": shared_seed_for(spec.seed)} for i in range(spec.data.n_parties)]
+        return _strategy(spec, n).start(InProcessGrid(make_client_app(), nodes)).train_seconds
+
+    short, long = loop_seconds(warmup), loop_seconds(warmup + steps)
+    return (long - short) / steps * 1e3
+
+
+def simulation_exchange_ms(spec: Any, steps: int) -> float:
+    """Milliseconds per exchange in Flower's simulation engine (training loop only)."""
+    result = _run_simulation(_strategy(spec, steps), spec, shared_seed_for(spec.seed))
+    return result.train_seconds / (steps + 1) * 1e3
+
+
+_PARTY_PROBE = """
+import resource, sys, torch
+torch.set_num_threads(1)
+from flwr_vflgan.runtime.party_data import DataSpec, party_block
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.gan.vflgan import PartyTrainer
+from flwr_vflgan.gan.schedule import Schedule, StepKind
+spec = DataSpec.from_json(sys.argv[1]); config = VFLGANConfig.from_dict(__import__("json").loads(sys.argv[2]))
+data = party_block(spec, 0)
+trainer = PartyTrainer(config, data.encoder.spans, data.encoded, 1, 0)
+t = config.train
+schedule = Schedule(data.n_rows, t.batch_size, t.n_critic, t.epochs, None)
+shape = (t.batch_size, config.model.feature_dim)
+for step in range(50):
+    kind = schedule.kind(step)
+    trainer.forward(step, kind)
+    trainer.apply(step, kind, torch.zeros(shape) if kind is StepKind.DISCRIMINATOR else None, torch.zeros(shape))
+trainer.generate(data.n_rows, 1)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def party_peak_rss_mb(spec: Any) -> float:
+    """Peak RSS (MiB) of a child process that runs one party."""
+    out = subprocess.run(
+        [sys.executable, "-c", _PARTY_PROBE, spec.data.to_json(), json.dumps(spec.algorithm.to_dict())],
+        check=True, capture_output=True, text=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+@hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="config", version_base=None)
+def main(cfg: DictConfig) -> None:
+    """Run every measurement and print the results, the JSON object last."""
+    bench = cfg.get("bench", {})
+    warmup, steps = int(bench.get("warmup", 30)), int(bench.get("steps", 300))
+    sim_steps = int(bench.get("simulation_steps", 30))
+    spec = to_run_spec(cfg, os.getcwd())
+    torch.set_num_threads(spec.runtime.torch_threads)
+    results: dict[str, Any] = {"dataset": spec.data.source, "n_parties": spec.data.n_parties,
+                               "batch_size": spec.algorithm.train.batch_size, "steps": steps,
+                               "torch_threads": spec.runtime.torch_threads}
+    results["plain_step_ms"] = plain_step_ms(spec, warmup, steps)
+    print(f"plain loop          {results['plain_step_ms']:8.2f} ms/step", flush=True)
+    results["inprocess_step_ms"] = inprocess_step_ms(spec, warmup, steps)
+    results["inprocess_over_plain"] = results["inprocess_step_ms"] / results["plain_step_ms"]
+    print(f"in-process grid     {results['inprocess_step_ms']:8.2f} ms/step "
+          f"({results['inprocess_over_plain']:.2f}x plain)", flush=True)
+    results["party_peak_rss_mb"] = party_peak_rss_mb(spec)
+    print(f"one party's peak RSS {results['party_peak_rss_mb']:7.0f} MiB", flush=True)
+    results["simulation_exchange_ms"] = simulation_exchange_ms(spec, sim_steps)
+    print(f"simulation engine   {results['simulation_exchange_ms']:8.2f} ms/exchange", flush=True)
+    results["benchmark_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
