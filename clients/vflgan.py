@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from flwr.app import ConfigRecord, Context, Error, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, RecordDict
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import AlignmentError
@@ -73,10 +73,14 @@ class VFLGANClient:
         try:
             return Message(handler(msg, context), reply_to=msg)
         except ProtocolError as exc:
-            return Message(Error(code=ERROR_PROTOCOL, reason=f"protocol error: {exc}"), reply_to=msg)
+            return Message(
+                Error(code=ERROR_PROTOCOL, reason=f"protocol error: {exc}"), reply_to=msg
+            )
         except (AlignmentError, FileNotFoundError, ValueError, KeyError) as exc:
-            return Message(Error(code=ERROR_DATA, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
-        except Exception as exc:  # noqa: BLE001 - any failure must reach the server as a reason
+            return Message(
+                Error(code=ERROR_DATA, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
+            )
+        except Exception as exc:
             log.error("party handler failed:\n%s", traceback.format_exc())
             return Message(
                 Error(code=ERROR_INTERNAL, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
@@ -87,7 +91,9 @@ class VFLGANClient:
         cfg = get_config(msg.content, P.CONFIG)
         version = get_field(cfg, "protocol_version", int)
         if version != P.PROTOCOL_VERSION:
-            raise ProtocolError(f"server speaks protocol {version}, this party {P.PROTOCOL_VERSION}")
+            raise ProtocolError(
+                f"server speaks protocol {version}, this party {P.PROTOCOL_VERSION}"
+            )
         config_json = str(get_field(cfg, "algorithm", str))
         config = VFLGANConfig.from_dict(json.loads(config_json))
         resume_step = int(get_field(cfg, "resume_step", int))  # type: ignore[call-overload]
@@ -97,7 +103,9 @@ class VFLGANClient:
         checkpoint_dir = _checkpoint_dir(context, cfg, partition_id)
         # A setup always starts from freshly initialised models (or the checkpoint below).
         self._trainers.pop(_trainer_key(context, config_json, data_key, shared_seed), None)
-        trainer = self._trainer(context, config_json, config, data_key, data, shared_seed, partition_id)
+        trainer = self._trainer(
+            context, config_json, config, data_key, data, shared_seed, partition_id
+        )
         meta = {
             "config": config_json,
             "data_key": data_key,
@@ -114,19 +122,27 @@ class VFLGANClient:
                     f"party {partition_id} cannot resume step {resume_step}: it has no checkpoint "
                     f"directory (node_config '{P.NODE_CHECKPOINT_DIR}')"
                 )
-            snapshots, opt_steps = load_party_checkpoint(Path(checkpoint_dir), resume_step, config_json)
+            snapshots, opt_steps = load_party_checkpoint(
+                Path(checkpoint_dir), resume_step, config_json
+            )
             trainer.state.load(snapshots.pop("flat"), opt_steps)
             meta["next_step"] = resume_step
         _save_state(context, trainer, meta, snapshots)
         return RecordDict(
             {
                 P.CONFIG: ConfigRecord(
-                    {"partition_id": partition_id, "n_rows": data.n_rows, "id_digest": data.id_digest}
+                    {
+                        "partition_id": partition_id,
+                        "n_rows": data.n_rows,
+                        "id_digest": data.id_digest,
+                    }
                 )
             }
         )
 
-    def _party_data(self, context: Context, cfg: ConfigRecord, partition_id: int) -> tuple[str, PartyData]:
+    def _party_data(
+        self, context: Context, cfg: ConfigRecord, partition_id: int
+    ) -> tuple[str, PartyData]:
         path = context.node_config.get(P.NODE_DATA_PATH)
         if path:
             key = json.dumps({"file": str(path)})
@@ -182,16 +198,22 @@ class VFLGANClient:
         meta = json.loads(str(context.state[P.STATE_META]["json"]))
         data = self._load_data(meta["data_key"])
         trainer = self._trainer(
-            context, meta["config"], None, meta["data_key"], data, meta["shared_seed"], meta["partition_id"]
+            context,
+            meta["config"],
+            None,
+            meta["data_key"],
+            data,
+            meta["shared_seed"],
+            meta["partition_id"],
         )
-        trainer.state.load(context.state[P.STATE_ARRAYS]["flat"].numpy(), meta["opt_steps"])
+        trainer.state.load(_state_arrays(context, P.STATE_ARRAYS)["flat"], meta["opt_steps"])
         return trainer, meta, data
 
     @staticmethod
     def _snapshots(context: Context) -> dict[str, np.ndarray]:
         if P.STATE_SNAPSHOTS not in context.state:
             return {}
-        return {k: v.numpy() for k, v in context.state[P.STATE_SNAPSHOTS].items()}
+        return _state_arrays(context, P.STATE_SNAPSHOTS)
 
     # -- training step -------------------------------------------------------------------
     def _step(self, msg: Message, context: Context) -> RecordDict:
@@ -234,18 +256,27 @@ class VFLGANClient:
             snapshots_changed = True
         if get_field(cfg, "checkpoint", bool) and meta["checkpoint_dir"]:
             if meta["pending_step"] != P.NO_STEP:
-                raise ProtocolError("checkpoint requested while a forward pass awaits its gradients")
+                raise ProtocolError(
+                    "checkpoint requested while a forward pass awaits its gradients"
+                )
             save_party_checkpoint(
-                Path(meta["checkpoint_dir"]), meta["next_step"], trainer.state.to_numpy(),
-                trainer.state.optimizer_steps(), snapshots, meta["config"],
+                Path(meta["checkpoint_dir"]),
+                meta["next_step"],
+                trainer.state.to_numpy(),
+                trainer.state.optimizer_steps(),
+                snapshots,
+                meta["config"],
             )
         if forward_step != P.NO_STEP:
             if meta["pending_step"] != P.NO_STEP or forward_step != meta["next_step"]:
                 raise ProtocolError(
                     f"out-of-order message: asked for the forward pass of step {forward_step}, "
                     f"expected step {meta['next_step']}"
-                    + ("" if meta["pending_step"] == P.NO_STEP else
-                       f" after applying step {meta['pending_step']}")
+                    + (
+                        ""
+                        if meta["pending_step"] == P.NO_STEP
+                        else f" after applying step {meta['pending_step']}"
+                    )
                 )
             if forward_step >= schedule.total_steps:
                 raise ProtocolError(
@@ -283,7 +314,9 @@ class VFLGANClient:
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
         _save_state(context, trainer, meta, snapshots if promote else None)
-        return RecordDict({P.SYNTHETIC: ConfigRecord({"parquet": buffer.getvalue(), "n_rows": rows})})
+        return RecordDict(
+            {P.SYNTHETIC: ConfigRecord({"parquet": buffer.getvalue(), "n_rows": rows})}
+        )
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -297,7 +330,9 @@ def _partition_id(context: Context) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise ValueError(f"node_config '{P.NODE_PARTITION_ID}' must be an integer, got {value!r}") from None
+        raise ValueError(
+            f"node_config '{P.NODE_PARTITION_ID}' must be an integer, got {value!r}"
+        ) from None
 
 
 def _shared_seed(context: Context, run_seed: int) -> int:
@@ -340,8 +375,17 @@ def _schedule(config: VFLGANConfig, n_rows: int) -> Schedule:
 
 def _promote(arrays: dict[str, np.ndarray], partition_id: int) -> None:
     if "last_eval" not in arrays:
-        raise ProtocolError(f"party {partition_id} was asked to keep a best generator it never evaluated")
+        raise ProtocolError(
+            f"party {partition_id} was asked to keep a best generator it never evaluated"
+        )
     arrays["best"] = arrays["last_eval"].copy()
+
+
+def _state_arrays(context: Context, name: str) -> dict[str, np.ndarray]:
+    record = context.state[name]
+    if not isinstance(record, ArrayRecord):
+        raise ProtocolError(f"party state record {name!r} is not an ArrayRecord")
+    return {key: array.numpy() for key, array in record.items()}
 
 
 def _trainer_key(context: Context, config_json: str, data_key: str, shared_seed: int) -> tuple:

@@ -14,11 +14,11 @@ temperature 1).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Variant(str, Enum):
+class Variant(StrEnum):
     """Which member of the VFLGAN family to train."""
 
     VFLGAN = "vflgan"
@@ -150,13 +150,11 @@ class TrainConfig:
             raise ValueError(
                 f"batch_size must be >= 2 (the generator's BatchNorm needs two rows), got {self.batch_size}"
             )
-        if self.max_steps is not None and (
-            not _is_int(self.max_steps) or self.max_steps <= 0
-        ):
-            raise ValueError(f"max_steps must be a positive integer or null, got {self.max_steps!r}")
-        if self.eval_rows is not None and (
-            not _is_int(self.eval_rows) or self.eval_rows <= 1
-        ):
+        if self.max_steps is not None and (not _is_int(self.max_steps) or self.max_steps <= 0):
+            raise ValueError(
+                f"max_steps must be a positive integer or null, got {self.max_steps!r}"
+            )
+        if self.eval_rows is not None and (not _is_int(self.eval_rows) or self.eval_rows <= 1):
             raise ValueError(f"eval_rows must be an integer > 1 or null, got {self.eval_rows!r}")
         if not _is_int(self.eval_every) or self.eval_every < 0:
             raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")

@@ -31,31 +31,47 @@ from typing import Any
 
 import hydra
 import torch
-from omegaconf import DictConfig
-
 from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.gan.plain import PlainVFLGAN
-from flwr_vflgan.gan.schedule import Schedule
-from flwr_vflgan.runtime.party_data import all_blocks
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.pipeline import _run_simulation, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
+from omegaconf import DictConfig
+
+from flwr_vflgan.gan.plain import PlainVFLGAN
+from flwr_vflgan.gan.schedule import Schedule
+from flwr_vflgan.runtime.party_data import all_blocks
 
 register_configs()
 
 
 def _strategy(spec: Any, steps: int) -> VFLGANStrategy:
-    train = replace(spec.algorithm.train, max_steps=steps, eval_every=0, epochs=max(1, spec.algorithm.train.epochs))
+    train = replace(
+        spec.algorithm.train,
+        max_steps=steps,
+        eval_every=0,
+        epochs=max(1, spec.algorithm.train.epochs),
+    )
     config = replace(spec.algorithm, train=train)
-    return VFLGANStrategy(config, n_parties=spec.data.n_parties, seed=spec.seed, data_spec=spec.data,
-                          publish_rows=64, poll_interval=spec.runtime.poll_interval)
+    return VFLGANStrategy(
+        config,
+        n_parties=spec.data.n_parties,
+        seed=spec.seed,
+        data_spec=spec.data,
+        publish_rows=64,
+        poll_interval=spec.runtime.poll_interval,
+    )
 
 
 def plain_step_ms(spec: Any, warmup: int, steps: int) -> float:
     """Milliseconds per step of the single-process loop."""
     blocks = all_blocks(spec.data)
-    model = PlainVFLGAN(spec.algorithm, [b.encoder.spans for b in blocks], [b.encoded for b in blocks],
-                        shared_seed_for(spec.seed), spec.seed)
+    model = PlainVFLGAN(
+        spec.algorithm,
+        [b.encoder.spans for b in blocks],
+        [b.encoded for b in blocks],
+        shared_seed_for(spec.seed),
+        spec.seed,
+    )
     t = spec.algorithm.train
     schedule = Schedule(blocks[0].n_rows, t.batch_size, t.n_critic, t.epochs, None)
     for step in range(warmup):
@@ -68,8 +84,12 @@ def plain_step_ms(spec: Any, warmup: int, steps: int) -> float:
 
 def inprocess_step_ms(spec: Any, warmup: int, steps: int) -> float:
     """Milliseconds per step over the in-process grid (difference of two runs)."""
+
     def loop_seconds(n: int) -> float:
-        nodes = [{"partition-id": i, "shared-seed": shared_seed_for(spec.seed)} for i in range(spec.data.n_parties)]
+        nodes = [
+            {"partition-id": i, "shared-seed": shared_seed_for(spec.seed)}
+            for i in range(spec.data.n_parties)
+        ]
         return _strategy(spec, n).start(InProcessGrid(make_client_app(), nodes)).train_seconds
 
     short, long = loop_seconds(warmup), loop_seconds(warmup + steps)
@@ -107,8 +127,16 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 def party_peak_rss_mb(spec: Any) -> float:
     """Peak RSS (MiB) of a child process that runs one party."""
     out = subprocess.run(
-        [sys.executable, "-c", _PARTY_PROBE, spec.data.to_json(), json.dumps(spec.algorithm.to_dict())],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-c",
+            _PARTY_PROBE,
+            spec.data.to_json(),
+            json.dumps(spec.algorithm.to_dict()),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -121,15 +149,22 @@ def main(cfg: DictConfig) -> None:
     sim_steps = int(bench.get("simulation_steps", 30))
     spec = to_run_spec(cfg, os.getcwd())
     torch.set_num_threads(spec.runtime.torch_threads)
-    results: dict[str, Any] = {"dataset": spec.data.source, "n_parties": spec.data.n_parties,
-                               "batch_size": spec.algorithm.train.batch_size, "steps": steps,
-                               "torch_threads": spec.runtime.torch_threads}
+    results: dict[str, Any] = {
+        "dataset": spec.data.source,
+        "n_parties": spec.data.n_parties,
+        "batch_size": spec.algorithm.train.batch_size,
+        "steps": steps,
+        "torch_threads": spec.runtime.torch_threads,
+    }
     results["plain_step_ms"] = plain_step_ms(spec, warmup, steps)
     print(f"plain loop          {results['plain_step_ms']:8.2f} ms/step", flush=True)
     results["inprocess_step_ms"] = inprocess_step_ms(spec, warmup, steps)
     results["inprocess_over_plain"] = results["inprocess_step_ms"] / results["plain_step_ms"]
-    print(f"in-process grid     {results['inprocess_step_ms']:8.2f} ms/step "
-          f"({results['inprocess_over_plain']:.2f}x plain)", flush=True)
+    print(
+        f"in-process grid     {results['inprocess_step_ms']:8.2f} ms/step "
+        f"({results['inprocess_over_plain']:.2f}x plain)",
+        flush=True,
+    )
     results["party_peak_rss_mb"] = party_peak_rss_mb(spec)
     print(f"one party's peak RSS {results['party_peak_rss_mb']:7.0f} MiB", flush=True)
     results["simulation_exchange_ms"] = simulation_exchange_ms(spec, sim_steps)

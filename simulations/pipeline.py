@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from flwr.serverapp import Grid
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANResult, VFLGANStrategy
 
 from flwr_vflgan.config import Variant
 from flwr_vflgan.data import Span
@@ -30,9 +33,6 @@ from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
-from flwr_vflgan.clients import make_client_app
-from flwr.serverapp import Grid
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANResult, VFLGANStrategy
 
 from .config import RunSpec
 
@@ -125,7 +125,9 @@ def run_experiment(
     }
     _write_atomically(run_dir / "synthetic.csv", lambda p: synthetic.to_csv(p, index=False))
     _write_atomically(run_dir / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
-    _write_atomically(run_dir / "metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2)))
+    _write_atomically(
+        run_dir / "metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2))
+    )
     return metrics
 
 
@@ -159,7 +161,11 @@ def train_federated(
     shared = shared_seed_for(spec.seed)
     if spec.runtime.kind == "inprocess":
         nodes = [
-            {P.NODE_PARTITION_ID: i, "num-partitions": spec.data.n_parties, P.NODE_SHARED_SEED: shared}
+            {
+                P.NODE_PARTITION_ID: i,
+                "num-partitions": spec.data.n_parties,
+                P.NODE_SHARED_SEED: shared,
+            }
             for i in range(spec.data.n_parties)
         ]
         return strategy.start(InProcessGrid(make_client_app(), nodes, observer=observer))
@@ -183,7 +189,7 @@ def _run_simulation(strategy: VFLGANStrategy, spec: RunSpec, shared: int) -> VFL
     def main(grid: Grid, context: Any) -> None:
         try:
             outcome["result"] = strategy.start(grid)
-        except Exception as exc:  # noqa: BLE001 - re-raised in the launcher below
+        except Exception as exc:
             outcome["error"] = exc
             raise
 
@@ -219,13 +225,19 @@ def train_centralized(
     spans, offset = [], 0
     for block in blocks:
         for s in block.encoder.spans:
-            spans.append(Span(column=s.column, start=s.start + offset, width=s.width, activation=s.activation))
+            spans.append(
+                Span(
+                    column=s.column, start=s.start + offset, width=s.width, activation=s.activation
+                )
+            )
         offset += block.encoder.output_dim
     data = torch.cat([b.encoded for b in blocks], dim=1)
     cfg = spec.algorithm
     model = CentralizedWGANGP(cfg, spans, data, n_parties=len(blocks), seed=spec.seed)
     train = cfg.train
-    schedule = Schedule(data.shape[0], train.batch_size, train.n_critic, train.epochs, train.max_steps)
+    schedule = Schedule(
+        data.shape[0], train.batch_size, train.n_critic, train.epochs, train.max_steps
+    )
     eval_rows = train.eval_rows or data.shape[0]
     history: list[dict[str, float]] = []
     best: tuple[float, int, dict] | None = None
@@ -238,7 +250,12 @@ def train_centralized(
             widths = [b.encoder.output_dim for b in blocks]
             rows = model.generate(eval_rows, epoch).numpy()
             fd = evaluator.encoded_fd(np.split(rows, np.cumsum(widths)[:-1], axis=1))["fd"]
-            record = {"epoch": epoch, "step": step + 1, "fd": fd, "elapsed": time.monotonic() - started}
+            record = {
+                "epoch": epoch,
+                "step": step + 1,
+                "fd": fd,
+                "elapsed": time.monotonic() - started,
+            }
             history.append(record)
             if best is None or fd < best[0]:
                 best = (fd, epoch, {k: v.clone() for k, v in model.generator.state_dict().items()})
@@ -248,13 +265,23 @@ def train_centralized(
         model.generator.load_state_dict(best[2])
     rows = model.generate(spec.output.publish_rows or data.shape[0], 0).numpy()
     widths = [b.encoder.output_dim for b in blocks]
-    parts = [b.encoder.inverse_transform(x) for b, x in zip(blocks, np.split(rows, np.cumsum(widths)[:-1], axis=1), strict=True)]
+    parts = [
+        b.encoder.inverse_transform(x)
+        for b, x in zip(blocks, np.split(rows, np.cumsum(widths)[:-1], axis=1), strict=True)
+    ]
     table = pd.concat(parts, axis=1)
-    table = table.iloc[numpy_generator(spec.seed, Stream.PUBLISH).permutation(len(table))].reset_index(drop=True)
+    table = table.iloc[
+        numpy_generator(spec.seed, Stream.PUBLISH).permutation(len(table))
+    ].reset_index(drop=True)
     return VFLGANResult(
-        synthetic=table, history=history, best_epoch=best[1] if best else None,
-        best_fd=best[0] if best else None, steps=schedule.total_steps, exchanges=0,
-        wall_seconds=time.monotonic() - started, n_rows=int(data.shape[0]),
+        synthetic=table,
+        history=history,
+        best_epoch=best[1] if best else None,
+        best_fd=best[0] if best else None,
+        steps=schedule.total_steps,
+        exchanges=0,
+        wall_seconds=time.monotonic() - started,
+        n_rows=int(data.shape[0]),
     )
 
 

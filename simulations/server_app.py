@@ -16,16 +16,16 @@ from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
-from hydra import compose, initialize_config_module
-
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.pipeline import run_experiment
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 app = ServerApp()
 
 
-def compose_run_config(overrides: str) -> object:
+def compose_run_config(overrides: str) -> DictConfig:
     """The composed Hydra config for a space-separated override string."""
     register_configs()
     with initialize_config_module("flwr_vflgan.conf", version_base=None):
@@ -38,7 +38,11 @@ def main(grid: Grid, context: Context) -> None:
     overrides = str(context.run_config.get("overrides", ""))
     cfg = compose_run_config(overrides)
     run_dir = context.run_config.get("run-dir") or f"outputs/flwr-run-{context.run_id}"
-    spec = to_run_spec(cfg, Path(str(run_dir)).resolve())  # type: ignore[arg-type]
+    spec = to_run_spec(cfg, Path(str(run_dir)).resolve())
     metrics = run_experiment(spec, grid=grid)
-    log.info("flwr-vflgan run finished: FD %s, %s steps; outputs in %s",
-             metrics["fd"], metrics["steps"], spec.run_dir)
+    log.info(
+        "flwr-vflgan run finished: FD %s, %s steps; outputs in %s",
+        metrics["fd"],
+        metrics["steps"],
+        spec.run_dir,
+    )

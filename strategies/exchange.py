@@ -36,7 +36,9 @@ def exchange(
     """
     destinations = [m.metadata.dst_node_id for m in messages]
     if len(set(destinations)) != len(destinations):
-        raise ValueError(f"{describe}: more than one message for a node in one exchange: {destinations}")
+        raise ValueError(
+            f"{describe}: more than one message for a node in one exchange: {destinations}"
+        )
     ids = [str(i) for i in grid.push_messages(messages)]
     if len(ids) != len(messages) or any(not i for i in ids):
         raise RunStopped(f"{describe}: the grid accepted {len(ids)} of {len(messages)} messages")
@@ -59,6 +61,8 @@ def exchange(
         if pending:
             if time.monotonic() > deadline:
                 missing = sorted(node_of[i] for i in pending)
-                raise RunStopped(f"{describe}: no reply from nodes {missing} within {timeout:.0f} s")
+                raise RunStopped(
+                    f"{describe}: no reply from nodes {missing} within {timeout:.0f} s"
+                )
             time.sleep(poll_interval)
     return replies

@@ -124,7 +124,7 @@ class InProcessGrid(Grid):
     def _deliver(self, message: Message, context: Context) -> Message:
         try:
             return self._app(message, context)
-        except Exception as exc:  # noqa: BLE001 - Flower turns ClientApp exceptions into error replies
+        except Exception as exc:
             log.error("ClientApp raised:\n%s", traceback.format_exc())
             return Message(
                 Error(code=ERROR_CLIENT_EXCEPTION, reason=f"{type(exc).__name__}: {exc}"),

@@ -19,16 +19,23 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
-from flwr_vflgan.config import VFLGANConfig, Variant
+from flwr_vflgan.config import Variant, VFLGANConfig
 from flwr_vflgan.data import check_aligned
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.gan.vflgan import ServerTrainer
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint, save_server_checkpoint
-from flwr_vflgan.runtime.codec import ProtocolError, get_config, get_field, get_tensor, tensors_to_record
+from flwr_vflgan.runtime.codec import (
+    ProtocolError,
+    get_config,
+    get_field,
+    get_tensor,
+    tensors_to_record,
+)
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 
@@ -118,11 +125,15 @@ class VFLGANStrategy:
         progress: Callable[[dict[str, float]], None] | None = None,
     ) -> None:
         if config.variant is Variant.WGAN_GP:
-            raise ValueError("wgan_gp is centralized: train it with flwr_vflgan.gan.plain.CentralizedWGANGP")
+            raise ValueError(
+                "wgan_gp is centralized: train it with flwr_vflgan.gan.plain.CentralizedWGANGP"
+            )
         if not isinstance(n_parties, int) or n_parties < 2:
             raise ValueError(f"n_parties must be an integer >= 2, got {n_parties!r}")
         if data_spec is not None and data_spec.n_parties != n_parties:
-            raise ValueError(f"data_spec splits {data_spec.n_parties} parties, n_parties={n_parties}")
+            raise ValueError(
+                f"data_spec splits {data_spec.n_parties} parties, n_parties={n_parties}"
+            )
         if publish_rows is not None and publish_rows < 1:
             raise ValueError(f"publish_rows must be >= 1, got {publish_rows}")
         if poll_interval <= 0 or timeout <= 0 or node_wait_timeout <= 0:
@@ -182,7 +193,9 @@ class VFLGANStrategy:
             cfg = get_config(reply.content, P.CONFIG)
             pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
             if pid in by_partition:
-                raise RunStopped(f"nodes {by_partition[pid]} and {node} both claim partition-id {pid}")
+                raise RunStopped(
+                    f"nodes {by_partition[pid]} and {node} both claim partition-id {pid}"
+                )
             by_partition[pid] = node
             rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
             digests[pid] = str(get_field(cfg, "id_digest", str))
@@ -235,11 +248,11 @@ class VFLGANStrategy:
 
     def aggregate_step(
         self, replies: Mapping[int, Message], order: Sequence[int], kind: StepKind
-    ) -> tuple[list | None, list]:
+    ) -> tuple[list[torch.Tensor] | None, list[torch.Tensor]]:
         """Validated real (D steps) and fake features of every party, in party order."""
         batch, width = self.config.train.batch_size, self.config.model.feature_dim
-        real = [] if kind is StepKind.DISCRIMINATOR else None
-        fake = []
+        real: list[torch.Tensor] | None = [] if kind is StepKind.DISCRIMINATOR else None
+        fake: list[torch.Tensor] = []
         for node in order:
             content = replies[node].content
             try:
@@ -250,11 +263,15 @@ class VFLGANStrategy:
                 raise RunStopped(f"node {node} sent a malformed step reply: {exc}") from exc
         return real, fake
 
-    def _eval_blocks(self, replies: Mapping[int, Message], order: Sequence[int], rows: int) -> list[np.ndarray]:
+    def _eval_blocks(
+        self, replies: Mapping[int, Message], order: Sequence[int], rows: int
+    ) -> list[np.ndarray]:
         blocks = []
         for node in order:
             try:
-                blocks.append(get_tensor(replies[node].content, P.FEATURES, P.ROWS, (rows, None)).numpy())
+                blocks.append(
+                    get_tensor(replies[node].content, P.FEATURES, P.ROWS, (rows, None)).numpy()
+                )
             except ProtocolError as exc:
                 raise RunStopped(f"node {node} sent malformed evaluation rows: {exc}") from exc
         return blocks
@@ -306,44 +323,76 @@ class VFLGANStrategy:
             last = step >= schedule.total_steps
             epoch = schedule.epoch_of(pending.step) if pending else 0
             ends_epoch = pending is not None and schedule.ends_epoch(pending.step)
-            do_eval = evaluating and pending is not None and (
-                last or (ends_epoch and epoch % train.eval_every == 0)
+            do_eval = (
+                evaluating
+                and pending is not None
+                and (last or (ends_epoch and epoch % train.eval_every == 0))
             )
             do_checkpoint = self.checkpoint_dir is not None and ends_epoch and not last
             messages = self.configure_step(
-                order, pending, P.NO_STEP if last else step,
-                epoch if do_eval else P.NO_STEP, eval_rows, do_checkpoint, promote,
+                order,
+                pending,
+                P.NO_STEP if last else step,
+                epoch if do_eval else P.NO_STEP,
+                eval_rows,
+                do_checkpoint,
+                promote,
             )
-            replies = exchange(grid, messages, poll_interval=self.poll_interval,
-                               timeout=self.timeout, describe=f"step {step}")
+            replies = exchange(
+                grid,
+                messages,
+                poll_interval=self.poll_interval,
+                timeout=self.timeout,
+                describe=f"step {step}",
+            )
             exchanges += 1
             promote = False
             if do_eval:
                 assert self.evaluate_fn is not None and pending is not None
                 metrics = dict(self.evaluate_fn(self._eval_blocks(replies, order, eval_rows)))
                 fd = float(metrics["fd"])
-                record = {"epoch": epoch, "step": pending.step + 1, "fd": fd,
-                          "elapsed": time.monotonic() - started}
+                record = {
+                    "epoch": epoch,
+                    "step": pending.step + 1,
+                    "fd": fd,
+                    "elapsed": time.monotonic() - started,
+                }
                 history.append(record)
                 if best_fd is None or fd < best_fd:
                     best_fd, best_epoch, promote = fd, epoch, True
-                log.info("epoch %d step %d FD %.4f (best %.4f at epoch %s)", epoch,
-                         pending.step + 1, fd, best_fd, best_epoch)
+                log.info(
+                    "epoch %d step %d FD %.4f (best %.4f at epoch %s)",
+                    epoch,
+                    pending.step + 1,
+                    fd,
+                    best_fd,
+                    best_epoch,
+                )
                 if self.progress is not None:
-                    self.progress({**record, "best_fd": best_fd, "total_steps": schedule.total_steps})
+                    self.progress(
+                        {**record, "best_fd": best_fd, "total_steps": schedule.total_steps}
+                    )
             if do_checkpoint:
                 assert self.checkpoint_dir is not None
                 save_server_checkpoint(
-                    self.checkpoint_dir, step, {"flat": server.state.to_numpy()},
-                    {"optimizer_steps": server.state.optimizer_steps(), "history": history,
-                     "best_fd": best_fd, "best_epoch": best_epoch, "exchanges": exchanges,
-                     "promote": promote, "config": server_config},
+                    self.checkpoint_dir,
+                    step,
+                    {"flat": server.state.to_numpy()},
+                    {
+                        "optimizer_steps": server.state.optimizer_steps(),
+                        "history": history,
+                        "best_fd": best_fd,
+                        "best_epoch": best_epoch,
+                        "exchanges": exchanges,
+                        "promote": promote,
+                        "config": server_config,
+                    },
                 )
             if last:
                 break
             kind = schedule.kind(step)
             real, fake = self.aggregate_step(replies, order, kind)
-            if kind is StepKind.DISCRIMINATOR:
+            if real is not None:
                 grads_real, grads_fake, _ = server.discriminator_step(step, real, fake)
             else:
                 grads_real, (grads_fake, _) = None, server.generator_step(fake)
@@ -354,22 +403,48 @@ class VFLGANStrategy:
         synthetic = self._publish(grid, order, n_rows, promote, use_best=best_epoch is not None)
         exchanges += 1
         return VFLGANResult(
-            synthetic=synthetic, history=history, best_epoch=best_epoch, best_fd=best_fd,
-            steps=schedule.total_steps, exchanges=exchanges,
-            wall_seconds=time.monotonic() - started, n_rows=n_rows,
-            resumed_from_step=start_step if resume else None, train_seconds=train_seconds,
+            synthetic=synthetic,
+            history=history,
+            best_epoch=best_epoch,
+            best_fd=best_fd,
+            steps=schedule.total_steps,
+            exchanges=exchanges,
+            wall_seconds=time.monotonic() - started,
+            n_rows=n_rows,
+            resumed_from_step=start_step if resume else None,
+            train_seconds=train_seconds,
         )
 
-    def _publish(self, grid: Grid, order: Sequence[int], n_rows: int, promote: bool, use_best: bool) -> pd.DataFrame:
+    def _publish(
+        self, grid: Grid, order: Sequence[int], n_rows: int, promote: bool, use_best: bool
+    ) -> pd.DataFrame:
         rows = self.publish_rows or n_rows
         messages = [
-            Message(RecordDict({P.CONFIG: ConfigRecord(
-                {"n_rows": rows, "draw": PUBLISH_DRAW, "use_best": use_best, "promote_best": promote}
-            )}), node, P.GENERATE)
+            Message(
+                RecordDict(
+                    {
+                        P.CONFIG: ConfigRecord(
+                            {
+                                "n_rows": rows,
+                                "draw": PUBLISH_DRAW,
+                                "use_best": use_best,
+                                "promote_best": promote,
+                            }
+                        )
+                    }
+                ),
+                node,
+                P.GENERATE,
+            )
             for node in order
         ]
-        replies = exchange(grid, messages, poll_interval=self.poll_interval, timeout=self.timeout,
-                           describe="publication")
+        replies = exchange(
+            grid,
+            messages,
+            poll_interval=self.poll_interval,
+            timeout=self.timeout,
+            describe="publication",
+        )
         blocks = []
         for node in order:
             try:
@@ -382,7 +457,9 @@ class VFLGANStrategy:
             blocks.append(block)
         table = pd.concat(blocks, axis=1)
         if table.columns.duplicated().any():
-            raise RunStopped(f"parties published overlapping columns: {sorted(table.columns[table.columns.duplicated()])}")
+            raise RunStopped(
+                f"parties published overlapping columns: {sorted(table.columns[table.columns.duplicated()])}"
+            )
         # Shuffle rows before publication so row order reveals nothing about the noise draws.
         permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
         return table.iloc[permutation].reset_index(drop=True)
@@ -393,7 +470,9 @@ class VFLGANStrategy:
             nodes = sorted(grid.get_node_ids())
             if len(nodes) >= self.n_parties:
                 if len(nodes) > self.n_parties:
-                    raise RunStopped(f"{len(nodes)} nodes are connected but the run has {self.n_parties} parties")
+                    raise RunStopped(
+                        f"{len(nodes)} nodes are connected but the run has {self.n_parties} parties"
+                    )
                 return nodes
             if time.monotonic() > deadline:
                 raise RunStopped(

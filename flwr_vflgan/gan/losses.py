@@ -25,7 +25,9 @@ def gradient_penalty(
     produced them (the shared discriminator's penalty reaches the parties' features).
     """
     if real.shape != fake.shape:
-        raise ValueError(f"real and fake batches differ in shape: {tuple(real.shape)} vs {tuple(fake.shape)}")
+        raise ValueError(
+            f"real and fake batches differ in shape: {tuple(real.shape)} vs {tuple(fake.shape)}"
+        )
     if alpha.shape != (real.shape[0], 1):
         raise ValueError(f"alpha must have shape ({real.shape[0]}, 1), got {tuple(alpha.shape)}")
     interpolates = alpha * real + (1.0 - alpha) * fake

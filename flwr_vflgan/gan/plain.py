@@ -83,12 +83,18 @@ class PlainVFLGAN:
             f_fake.append(party.discriminator.features(fake))
         real_all, fake_all = torch.cat(f_real, dim=1), torch.cat(f_fake, dim=1)
         alpha = uniform_alpha(self.server.seed, Stream.SERVER_ALPHA, step, real_all.shape[0])
-        shared_loss, _ = critic_loss(self.server.discriminator, real_all, fake_all, alpha, train.gp_weight)
+        shared_loss, _ = critic_loss(
+            self.server.discriminator, real_all, fake_all, alpha, train.gp_weight
+        )
         total = train.shared_d_weight * shared_loss
         if self.config.has_local_head:
-            for party, real, fake, fr, ff in zip(self.parties, reals, fakes, f_real, f_fake, strict=True):
+            for party, real, fake, fr, ff in zip(
+                self.parties, reals, fakes, f_real, f_fake, strict=True
+            ):
                 alpha_i = uniform_alpha(party.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
-                local, _ = _local_critic_loss(party.discriminator, real, fake, fr, ff, alpha_i, train.gp_weight)
+                local, _ = _local_critic_loss(
+                    party.discriminator, real, fake, fr, ff, alpha_i, train.gp_weight
+                )
                 total = total + local
         self.server.opt.zero_grad(set_to_none=True)
         for party in self.parties:
@@ -199,13 +205,17 @@ class CentralizedWGANGP:
                 local_head=False,
                 leaky_slope=model.leaky_slope,
             )
-            head = SharedDiscriminator(model.feature_dim * m, model.shared_hidden, leaky_slope=model.leaky_slope)
+            head = SharedDiscriminator(
+                model.feature_dim * m, model.shared_hidden, leaky_slope=model.leaky_slope
+            )
         self.critic = _Critic(features, head)
         self.g_opt = torch.optim.Adam(self.generator.parameters(), lr=train.lr, betas=train.betas)
         self.d_opt = torch.optim.Adam(self.critic.parameters(), lr=train.lr, betas=train.betas)
 
     def _fake(self, step: int) -> torch.Tensor:
-        z = latent_noise(self.seed, step, self.config.train.batch_size, self.config.model.latent_dim)
+        z = latent_noise(
+            self.seed, step, self.config.train.batch_size, self.config.model.latent_dim
+        )
         return self.generator(z, torch_generator(self.seed, Stream.GUMBEL, step))
 
     def step(self, step: int, kind: StepKind) -> float:

@@ -10,10 +10,10 @@ the kind of step ``t`` from ``t`` alone, which lets a party reject an out-of-ord
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class StepKind(str, Enum):
+class StepKind(StrEnum):
     """What a step updates."""
 
     DISCRIMINATOR = "d"
@@ -36,7 +36,9 @@ class Schedule:
                 f"batch_size={self.batch_size} is larger than the {self.n_rows} training rows"
             )
         if self.n_critic <= 0 or self.epochs <= 0:
-            raise ValueError(f"n_critic and epochs must be positive, got {self.n_critic}, {self.epochs}")
+            raise ValueError(
+                f"n_critic and epochs must be positive, got {self.n_critic}, {self.epochs}"
+            )
         if self.d_steps_per_epoch < self.n_critic:
             # Otherwise an epoch would end before its first generator step and the
             # generator would never be trained.
@@ -69,7 +71,10 @@ class Schedule:
             raise ValueError(f"step must be >= 0, got {step}")
         within = step % self.steps_per_epoch
         cycle = self.n_critic + 1
-        if within < (self.d_steps_per_epoch // self.n_critic) * cycle and within % cycle == self.n_critic:
+        if (
+            within < (self.d_steps_per_epoch // self.n_critic) * cycle
+            and within % cycle == self.n_critic
+        ):
             return StepKind.GENERATOR
         return StepKind.DISCRIMINATOR
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from flwr_vflgan.config import VFLGANConfig
-from flwr_vflgan.gan.losses import critic_loss, gradient_penalty, generator_loss
+from flwr_vflgan.gan.losses import critic_loss, generator_loss, gradient_penalty
 from flwr_vflgan.gan.schedule import StepKind
 from flwr_vflgan.nn.models import (
     LocalDiscriminator,
@@ -88,7 +88,9 @@ class PartyTrainer:
         party: int,
     ) -> None:
         if data.dtype != torch.float32 or data.ndim != 2:
-            raise ValueError(f"party data must be a 2-D float32 tensor, got {data.dtype} {tuple(data.shape)}")
+            raise ValueError(
+                f"party data must be a 2-D float32 tensor, got {data.dtype} {tuple(data.shape)}"
+            )
         if not torch.isfinite(data).all():
             raise ValueError("party data contains non-finite values")
         width = sum(span.width for span in spans)
@@ -117,16 +119,22 @@ class PartyTrainer:
                 leaky_slope=model.leaky_slope,
             )
         self.g_opt = torch.optim.Adam(self.generator.parameters(), lr=train.lr, betas=train.betas)
-        self.d_opt = torch.optim.Adam(self.discriminator.parameters(), lr=train.lr, betas=train.betas)
+        self.d_opt = torch.optim.Adam(
+            self.discriminator.parameters(), lr=train.lr, betas=train.betas
+        )
         self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
 
     # -- random draws of a step ------------------------------------------------------
     def _batch(self, step: int) -> torch.Tensor:
-        idx = batch_indices(self.shared_seed, step, self.data.shape[0], self.config.train.batch_size)
+        idx = batch_indices(
+            self.shared_seed, step, self.data.shape[0], self.config.train.batch_size
+        )
         return self.data[idx]
 
     def _fake(self, step: int) -> torch.Tensor:
-        z = latent_noise(self.shared_seed, step, self.config.train.batch_size, self.config.model.latent_dim)
+        z = latent_noise(
+            self.shared_seed, step, self.config.train.batch_size, self.config.model.latent_dim
+        )
         return self.generator(z, torch_generator(self.private_seed, Stream.GUMBEL, step))
 
     # -- protocol halves ---------------------------------------------------------------
@@ -156,7 +164,9 @@ class PartyTrainer:
             return self._apply_discriminator(step, grad_real, grad_fake)
         return self._apply_generator(step, grad_fake)
 
-    def _apply_discriminator(self, step: int, grad_real: torch.Tensor, grad_fake: torch.Tensor) -> float:
+    def _apply_discriminator(
+        self, step: int, grad_real: torch.Tensor, grad_fake: torch.Tensor
+    ) -> float:
         real = self._batch(step)
         with torch.no_grad(), frozen_batchnorm_stats(self.generator):
             fake = self._fake(step)
@@ -198,7 +208,9 @@ class PartyTrainer:
         Every party calls this with the same ``draw`` and gets the same ``z``, so the
         server can concatenate the parties' rows into complete records (paper 000, Fig. 3).
         """
-        z = latent_noise(self.shared_seed, draw, n_rows, self.config.model.latent_dim, Stream.EVAL_NOISE)
+        z = latent_noise(
+            self.shared_seed, draw, n_rows, self.config.model.latent_dim, Stream.EVAL_NOISE
+        )
         with eval_mode(self.generator):
             return self.generator(z, torch_generator(self.private_seed, Stream.EVAL_NOISE, draw))
 
@@ -261,7 +273,9 @@ class ServerTrainer:
         f_real = torch.cat(list(real), dim=1).detach().requires_grad_(True)
         f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
         alpha = uniform_alpha(self.seed, Stream.SERVER_ALPHA, step, f_real.shape[0])
-        loss, _ = critic_loss(self.discriminator, f_real, f_fake, alpha, self.config.train.gp_weight)
+        loss, _ = critic_loss(
+            self.discriminator, f_real, f_fake, alpha, self.config.train.gp_weight
+        )
         self.opt.zero_grad(set_to_none=True)
         (self.config.train.shared_d_weight * loss).backward()
         self.opt.step()

@@ -30,10 +30,14 @@ class GaussianStats:
             raise ValueError(f"need a 2-D table with at least 2 rows, got shape {rows.shape}")
         if not np.isfinite(rows).all():
             raise ValueError("table contains non-finite values")
-        return cls(mean=rows.mean(axis=0), cov=np.cov(rows, rowvar=False).reshape(rows.shape[1], -1))
+        return cls(
+            mean=rows.mean(axis=0), cov=np.cov(rows, rowvar=False).reshape(rows.shape[1], -1)
+        )
 
 
-def frechet_distance(real: GaussianStats | np.ndarray, synthetic: GaussianStats | np.ndarray) -> float:
+def frechet_distance(
+    real: GaussianStats | np.ndarray, synthetic: GaussianStats | np.ndarray
+) -> float:
     """Frechet distance of eq. 23 between two tables (or their precomputed statistics)."""
     a = real if isinstance(real, GaussianStats) else GaussianStats.of(real)
     b = synthetic if isinstance(synthetic, GaussianStats) else GaussianStats.of(synthetic)

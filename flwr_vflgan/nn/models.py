@@ -190,8 +190,10 @@ def frozen_batchnorm_stats(module: nn.Module) -> Iterator[None]:
     the running mean and variance are left as they were; the batch counter is restored.
     """
     norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    saved = [(m.momentum, None if m.num_batches_tracked is None else m.num_batches_tracked.clone())
-             for m in norms]
+    saved = [
+        (m.momentum, None if m.num_batches_tracked is None else m.num_batches_tracked.clone())
+        for m in norms
+    ]
     try:
         for m in norms:
             m.momentum = 0.0

@@ -88,7 +88,9 @@ def load_party_checkpoint(
     return arrays, [int(s) for s in meta["optimizer_steps"]]
 
 
-def save_server_checkpoint(directory: Path, next_step: int, arrays: Mapping[str, np.ndarray], meta: Mapping) -> Path:
+def save_server_checkpoint(
+    directory: Path, next_step: int, arrays: Mapping[str, np.ndarray], meta: Mapping
+) -> Path:
     """Write the server's state (shared discriminator and bookkeeping) for ``next_step``."""
     full = {"schema_version": CHECKPOINT_SCHEMA_VERSION, "next_step": next_step, **meta}
     path = directory / f"server-{next_step}.npz"

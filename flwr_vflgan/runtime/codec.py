@@ -31,7 +31,9 @@ def get_config(content: RecordDict, name: str) -> ConfigRecord:
     """The ConfigRecord ``name`` of a message, or a ProtocolError naming what is missing."""
     record = content.get(name) if name in content else None
     if not isinstance(record, ConfigRecord):
-        raise ProtocolError(f"message has no config record {name!r}; records present: {sorted(content)}")
+        raise ProtocolError(
+            f"message has no config record {name!r}; records present: {sorted(content)}"
+        )
     return record
 
 
@@ -60,7 +62,9 @@ def get_tensor(
     """
     record = content.get(name) if name in content else None
     if not isinstance(record, ArrayRecord):
-        raise ProtocolError(f"message has no array record {name!r}; records present: {sorted(content)}")
+        raise ProtocolError(
+            f"message has no array record {name!r}; records present: {sorted(content)}"
+        )
     if key not in record:
         raise ProtocolError(f"array record {name!r} lacks {key!r}; keys present: {sorted(record)}")
     array = record[key]

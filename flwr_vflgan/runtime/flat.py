@@ -36,7 +36,9 @@ class FlatState:
     momentum they do not affect the computation.
     """
 
-    def __init__(self, modules: Sequence[nn.Module], optimizers: Sequence[torch.optim.Adam]) -> None:
+    def __init__(
+        self, modules: Sequence[nn.Module], optimizers: Sequence[torch.optim.Adam]
+    ) -> None:
         self._tensors: list[torch.Tensor] = []
         for module in modules:
             self._tensors += list(module.parameters())
@@ -48,8 +50,12 @@ class FlatState:
                     state = optimizer.state[param]
                     if not state:
                         state["step"] = torch.tensor(0.0)
-                        state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                        state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                        state["exp_avg"] = torch.zeros_like(
+                            param, memory_format=torch.preserve_format
+                        )
+                        state["exp_avg_sq"] = torch.zeros_like(
+                            param, memory_format=torch.preserve_format
+                        )
                     self._tensors += [state["exp_avg"], state["exp_avg_sq"]]
         self.size = sum(t.numel() for t in self._tensors)
         self.flat = torch.empty(self.size, dtype=torch.float32)

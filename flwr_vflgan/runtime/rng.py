@@ -50,7 +50,9 @@ def torch_generator(seed: int, stream: Stream, step: int = 0, extra: int = 0) ->
     return gen
 
 
-def numpy_generator(seed: int, stream: Stream, step: int = 0, extra: int = 0) -> np.random.Generator:
+def numpy_generator(
+    seed: int, stream: Stream, step: int = 0, extra: int = 0
+) -> np.random.Generator:
     """A fresh NumPy ``Generator`` for one ``(seed, stream, step)``."""
     return np.random.default_rng(derive_seed(seed, stream, step, extra))
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from flwr.app import ArrayRecord, ConfigRecord, Message
-
 from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.simulations.pipeline import Evaluator
+from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
+
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
-from flwr_vflgan.simulations.pipeline import Evaluator
-from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
 SHARED = 987654321123
 BATCH, FEATURE = 64, 128
@@ -36,8 +36,12 @@ def _record_run(adult_small: Path) -> tuple[list[Message], list[Message], list]:
         observer=log.append,
     )
     strategy = VFLGANStrategy(
-        config, n_parties=2, seed=1, data_spec=spec,
-        evaluate_fn=Evaluator(blocks).encoded_fd, publish_rows=120,
+        config,
+        n_parties=2,
+        seed=1,
+        data_spec=spec,
+        evaluate_fn=Evaluator(blocks).encoded_fd,
+        publish_rows=120,
     )
     strategy.start(grid)
     to_parties = [m for m in log if m.metadata.reply_to_message_id == ""]
@@ -94,9 +98,7 @@ def test_every_message_carries_only_what_the_protocol_allows(adult_small: Path) 
 def test_no_real_row_reaches_the_server(adult_small: Path) -> None:
     """Neither encoded real rows nor real column blocks appear in any party's message."""
     _, to_server, blocks = _record_run(adult_small)
-    encoded_rows = [
-        {row.tobytes() for row in b.encoded.numpy().astype(np.float32)} for b in blocks
-    ]
+    encoded_rows = [{row.tobytes() for row in b.encoded.numpy().astype(np.float32)} for b in blocks]
     for message in to_server:
         for record in message.content.values():
             if isinstance(record, ArrayRecord) and P.ROWS in record:
@@ -106,7 +108,9 @@ def test_no_real_row_reaches_the_server(adult_small: Path) -> None:
                 assert leaked == 0
             if isinstance(record, ArrayRecord) and P.REAL in record:
                 # Features are D_i^1 outputs, not the (narrower) encoded rows themselves.
-                assert record[P.REAL].shape[1] == FEATURE != min(b.encoder.output_dim for b in blocks)
+                assert (
+                    record[P.REAL].shape[1] == FEATURE != min(b.encoder.output_dim for b in blocks)
+                )
     publications = [m for m in to_server if m.metadata.message_type == P.GENERATE]
     assert len(publications) == 2
     for message, block in zip(publications, blocks, strict=True):

@@ -8,21 +8,23 @@ import numpy as np
 import pandas as pd
 import pytest
 from flwr.app import ConfigRecord, Message, RecordDict
-
 from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
+
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import load_dataset, write_party_files
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import tensors_to_record
 from flwr_vflgan.runtime.party_data import DataSpec
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
 
 CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 4, "eval_every": 0}})
 
 
 def _setup_grid(adult_small: Path, **node: object) -> tuple[InProcessGrid, VFLGANStrategy]:
     spec = DataSpec(source=str(adult_small), n_parties=2)
-    grid = InProcessGrid(make_client_app(), [{"partition-id": i, "shared-seed": 7, **node} for i in range(2)])
+    grid = InProcessGrid(
+        make_client_app(), [{"partition-id": i, "shared-seed": 7, **node} for i in range(2)]
+    )
     strategy = VFLGANStrategy(CONFIG, n_parties=2, data_spec=spec)
     for message in strategy.configure_setup(sorted(grid.get_node_ids()), P.NO_STEP):
         grid.push_messages([message])
@@ -39,16 +41,28 @@ def _send(grid: InProcessGrid, node: int, fields: dict, grads: dict | None = Non
 
 
 def _step(apply: int, forward: int) -> dict:
-    return {"apply_step": apply, "forward_step": forward, "eval_draw": P.NO_STEP,
-            "eval_rows": 0, "checkpoint": False, "promote_best": False}
+    return {
+        "apply_step": apply,
+        "forward_step": forward,
+        "eval_draw": P.NO_STEP,
+        "eval_rows": 0,
+        "checkpoint": False,
+        "promote_best": False,
+    }
 
 
 def test_out_of_order_and_malformed_step_messages_get_error_replies(adult_small: Path) -> None:
     grid, _ = _setup_grid(adult_small)
     node = sorted(grid.get_node_ids())[0]
     reply = _send(grid, node, _step(P.NO_STEP, 3))
-    assert reply.has_error() and "out-of-order" in reply.error.reason and "expected step 0" in reply.error.reason
-    reply = _send(grid, node, _step(0, P.NO_STEP), {P.REAL: np.zeros((64, 128)), P.FAKE: np.zeros((64, 128))})
+    assert (
+        reply.has_error()
+        and "out-of-order" in reply.error.reason
+        and "expected step 0" in reply.error.reason
+    )
+    reply = _send(
+        grid, node, _step(0, P.NO_STEP), {P.REAL: np.zeros((64, 128)), P.FAKE: np.zeros((64, 128))}
+    )
     assert reply.has_error() and "apply step 0" in reply.error.reason
     assert not _send(grid, node, _step(P.NO_STEP, 0)).has_error()
     reply = _send(grid, node, _step(0, 1), {P.REAL: np.zeros((64, 7)), P.FAKE: np.zeros((64, 128))})
@@ -69,7 +83,9 @@ def test_a_step_before_setup_is_refused(adult_small: Path) -> None:
 
 def test_node_without_partition_id_is_named(adult_small: Path) -> None:
     spec = DataSpec(source=str(adult_small), n_parties=2)
-    grid = InProcessGrid(make_client_app(), [{"shared-seed": 1}, {"partition-id": 1, "shared-seed": 1}])
+    grid = InProcessGrid(
+        make_client_app(), [{"shared-seed": 1}, {"partition-id": 1, "shared-seed": 1}]
+    )
     with pytest.raises(RunStopped, match="partition-id"):
         VFLGANStrategy(CONFIG, n_parties=2, data_spec=spec, timeout=30).start(grid)
 
@@ -81,11 +97,14 @@ def test_parties_whose_ids_do_not_line_up_stop_the_run(adult_small: Path, tmp_pa
     parts = [dataset.schema.names[:8], dataset.schema.names[8:]]
     good = write_party_files(small, parts, tmp_path / "a")
     shifted = write_party_files(small, parts, tmp_path / "b", ids=list(range(1, 301)))
-    grid = InProcessGrid(make_client_app(), [
-        {"partition-id": 0, "shared-seed": 1, "data-path": str(good[0])},
-        {"partition-id": 1, "shared-seed": 1, "data-path": str(shifted[1])},
-    ])
-    with pytest.raises(RunStopped, match="do not line up.*party 1"):
+    grid = InProcessGrid(
+        make_client_app(),
+        [
+            {"partition-id": 0, "shared-seed": 1, "data-path": str(good[0])},
+            {"partition-id": 1, "shared-seed": 1, "data-path": str(shifted[1])},
+        ],
+    )
+    with pytest.raises(RunStopped, match=r"do not line up.*party 1"):
         VFLGANStrategy(CONFIG, n_parties=2, timeout=30).start(grid)
 
 
@@ -95,21 +114,31 @@ def test_parties_with_different_row_counts_stop_the_run(tmp_path: Path) -> None:
     files = []
     for rows, name in ((300, "a"), (290, "b")):
         frame = dataset.frame.iloc[:rows].reset_index(drop=True)
-        files.append(write_party_files(type(dataset)(name="adult", frame=frame, schema=dataset.schema), parts, tmp_path / name))
-    grid = InProcessGrid(make_client_app(), [
-        {"partition-id": 0, "shared-seed": 1, "data-path": str(files[0][0])},
-        {"partition-id": 1, "shared-seed": 1, "data-path": str(files[1][1])},
-    ])
+        files.append(
+            write_party_files(
+                type(dataset)(name="adult", frame=frame, schema=dataset.schema),
+                parts,
+                tmp_path / name,
+            )
+        )
+    grid = InProcessGrid(
+        make_client_app(),
+        [
+            {"partition-id": 0, "shared-seed": 1, "data-path": str(files[0][0])},
+            {"partition-id": 1, "shared-seed": 1, "data-path": str(files[1][1])},
+        ],
+    )
     with pytest.raises(RunStopped, match="party 1 has 290 rows, party 0 has 300"):
         VFLGANStrategy(CONFIG, n_parties=2, timeout=30).start(grid)
 
 
 def test_missing_party_file_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "nope" / "party-0.csv"
-    grid = InProcessGrid(make_client_app(), [
-        {"partition-id": i, "shared-seed": 1, "data-path": str(missing)} for i in range(2)
-    ])
-    with pytest.raises(RunStopped, match="party-0.csv"):
+    grid = InProcessGrid(
+        make_client_app(),
+        [{"partition-id": i, "shared-seed": 1, "data-path": str(missing)} for i in range(2)],
+    )
+    with pytest.raises(RunStopped, match=r"party-0\.csv"):
         VFLGANStrategy(CONFIG, n_parties=2, timeout=30).start(grid)
 
 
@@ -128,7 +157,9 @@ def test_dataset_and_partition_errors_name_the_problem(adult_small: Path) -> Non
 
 def test_non_finite_values_in_a_party_table_are_rejected(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
-    pd.DataFrame({"a": [1.0, np.inf, 2.0, 3.0], "b": ["x", "y", "x", "y"]}).to_csv(path, index=False)
+    pd.DataFrame({"a": [1.0, np.inf, 2.0, 3.0], "b": ["x", "y", "x", "y"]}).to_csv(
+        path, index=False
+    )
     from flwr_vflgan.runtime.party_data import party_block
 
     with pytest.raises(ValueError, match="'a'"):
@@ -145,7 +176,9 @@ def test_a_failed_run_leaves_no_outputs(adult_small: Path, tmp_path: Path) -> No
     spec = RunSpec(
         algorithm=VFLGANConfig.from_dict({"train": {"epochs": 2, "eval_rows": 100}}),
         data=DataSpec(source=str(adult_small), n_parties=2),
-        runtime=RuntimeConfig(), output=OutputConfig(checkpoint=False), seed=0,
+        runtime=RuntimeConfig(),
+        output=OutputConfig(checkpoint=False),
+        seed=0,
         run_dir=tmp_path / "run",
     )
     with pytest.raises(RuntimeError, match="interrupted"):

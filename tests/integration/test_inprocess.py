@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.simulations.pipeline import Evaluator
+from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
+
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.vflgan import PartyTrainer
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
-from flwr_vflgan.simulations.pipeline import Evaluator
-from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
 SHARED = 4242
 
@@ -28,14 +28,20 @@ def _run(spec: DataSpec, config: VFLGANConfig, seed: int = 0, **kwargs: object):
     blocks = all_blocks(spec)
     evaluator = Evaluator(blocks)
     strategy = VFLGANStrategy(
-        config, n_parties=spec.n_parties, seed=seed, data_spec=spec,
-        evaluate_fn=evaluator.encoded_fd, **kwargs,  # type: ignore[arg-type]
+        config,
+        n_parties=spec.n_parties,
+        seed=seed,
+        data_spec=spec,
+        evaluate_fn=evaluator.encoded_fd,
+        **kwargs,  # type: ignore[arg-type]
     )
     return strategy.start(_grid(spec.n_parties)), evaluator, blocks
 
 
 @pytest.mark.parametrize("variant", ["vflgan", "vflgan_base"])
-def test_frechet_distance_falls_well_below_its_value_at_initialisation(adult_4k: Path, variant: str) -> None:
+def test_frechet_distance_falls_well_below_its_value_at_initialisation(
+    adult_4k: Path, variant: str
+) -> None:
     spec = DataSpec(source=str(adult_4k), n_parties=2)
     config = VFLGANConfig.from_dict({"variant": variant, "train": {"epochs": 8, "eval_rows": 4000}})
     blocks = all_blocks(spec)
@@ -117,7 +123,9 @@ def test_training_on_the_grid_matches_the_plain_loop(adult_small: Path) -> None:
     blocks = all_blocks(spec)
     grid = _grid(2)
     VFLGANStrategy(config, n_parties=2, seed=5, data_spec=spec).start(grid)
-    plain = PlainVFLGAN(config, [b.encoder.spans for b in blocks], [b.encoded for b in blocks], SHARED, 5)
+    plain = PlainVFLGAN(
+        config, [b.encoder.spans for b in blocks], [b.encoded for b in blocks], SHARED, 5
+    )
     schedule = Schedule(len(blocks[0].frame), 64, 5, 1, 12)
     for step in range(schedule.total_steps):
         plain.step(step, schedule.kind(step))
@@ -126,12 +134,16 @@ def test_training_on_the_grid_matches_the_plain_loop(adult_small: Path) -> None:
         np.testing.assert_array_equal(saved, plain.parties[index].state.to_numpy())
 
 
-def test_wgan_gp_reference_trains_on_the_concatenated_table(adult_small: Path, tmp_path: Path) -> None:
+def test_wgan_gp_reference_trains_on_the_concatenated_table(
+    adult_small: Path, tmp_path: Path
+) -> None:
     from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
     from flwr_vflgan.simulations.pipeline import run_experiment
 
     spec = RunSpec(
-        algorithm=VFLGANConfig.from_dict({"variant": "wgan_gp", "train": {"epochs": 3, "eval_rows": 300}}),
+        algorithm=VFLGANConfig.from_dict(
+            {"variant": "wgan_gp", "train": {"epochs": 3, "eval_rows": 300}}
+        ),
         data=DataSpec(source=str(adult_small), n_parties=2),
         runtime=RuntimeConfig(),
         output=OutputConfig(publish_rows=100, checkpoint=False),
