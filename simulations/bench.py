@@ -1,7 +1,7 @@
 """Benchmark of the VFLGAN runtimes, measured in one run on one machine.
 
     python -m simulations.bench                 # Adult, 2 parties
-    python -m simulations.bench bench.steps=600 partition.n_parties=3
+    python -m simulations.bench +bench.steps=600 partition.n_parties=3
 
 Measures (the last line printed is one JSON object):
 

@@ -1,0 +1,55 @@
+"""The wheel ships everything inside the flwr_vflgan namespace and works outside the checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROBE = """
+from flwr_vflgan.strategies import VFLGANStrategy, InProcessGrid
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.simulations.server_app import compose_run_config
+from flwr_vflgan.data import load_dataset
+import flwr_vflgan
+cfg = compose_run_config("algorithm=vflgan_base partition.n_parties=3")
+assert cfg.algorithm.variant == "vflgan_base" and cfg.partition.n_parties == 3, cfg
+assert len(load_dataset("adult").frame) == 48842
+print(flwr_vflgan.__file__)
+"""
+
+
+@pytest.mark.slow
+def test_wheel_installs_no_generic_top_level_names_and_runs_outside_the_checkout(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(REPO), "-w", str(tmp_path / "dist")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("flwr_vflgan-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"flwr_vflgan"}
+    for package in ("strategies", "clients", "simulations", "conf"):
+        assert f"flwr_vflgan/{package}/__init__.py" in names, package
+    assert "flwr_vflgan/conf/algorithm/vflgan.yaml" in names
+    assert "flwr_vflgan/data/bundled/adult.csv.gz" in names
+
+    target = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    assert not any((target / name).exists() for name in ("strategies", "clients", "simulations", "conf"))
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    probe = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert probe.stdout.strip() == str(target / "flwr_vflgan" / "__init__.py")
