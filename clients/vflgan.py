@@ -193,7 +193,7 @@ class VFLGANClient:
         return trainer
 
     def _restore(self, context: Context) -> tuple[PartyTrainer, dict, PartyData]:
-        if P.STATE_META not in context.state or P.STATE_ARRAYS not in context.state:
+        if P.STATE_META not in context.state or P.STATE_FLAT not in context.state:
             raise ProtocolError("received a step before setup: this party has no state for the run")
         meta = json.loads(str(context.state[P.STATE_META]["json"]))
         data = self._load_data(meta["data_key"])
@@ -206,7 +206,10 @@ class VFLGANClient:
             meta["shared_seed"],
             meta["partition_id"],
         )
-        trainer.state.load(_state_arrays(context, P.STATE_ARRAYS)["flat"], meta["opt_steps"])
+        flat = context.state[P.STATE_FLAT]
+        if not isinstance(flat, ConfigRecord) or not isinstance(flat.get("float32"), bytes):
+            raise ProtocolError("party state lacks its flat float32 buffer")
+        trainer.state.load(np.frombuffer(flat["float32"], dtype=np.float32), meta["opt_steps"])
         return trainer, meta, data
 
     @staticmethod
@@ -401,6 +404,8 @@ def _save_state(
     """Write the training state; generator snapshots only when they changed."""
     meta["opt_steps"] = trainer.state.optimizer_steps()
     context.state[P.STATE_META] = ConfigRecord({"json": json.dumps(meta)})
-    context.state[P.STATE_ARRAYS] = tensors_to_record({"flat": trainer.state.to_numpy()})
+    # Raw float32 bytes: the layout is fixed by the configuration (FlatState checks the
+    # size on load), and skipping the .npy header parsing of an Array halves the cost.
+    context.state[P.STATE_FLAT] = ConfigRecord({"float32": trainer.state.flat.numpy().tobytes()})
     if snapshots is not None:
         context.state[P.STATE_SNAPSHOTS] = tensors_to_record(snapshots)

@@ -209,8 +209,12 @@ class CentralizedWGANGP:
                 model.feature_dim * m, model.shared_hidden, leaky_slope=model.leaky_slope
             )
         self.critic = _Critic(features, head)
-        self.g_opt = torch.optim.Adam(self.generator.parameters(), lr=train.lr, betas=train.betas)
-        self.d_opt = torch.optim.Adam(self.critic.parameters(), lr=train.lr, betas=train.betas)
+        self.g_opt = torch.optim.Adam(
+            self.generator.parameters(), lr=train.lr, betas=train.betas, foreach=True
+        )
+        self.d_opt = torch.optim.Adam(
+            self.critic.parameters(), lr=train.lr, betas=train.betas, foreach=True
+        )
 
     def _fake(self, step: int) -> torch.Tensor:
         z = latent_noise(

@@ -118,9 +118,11 @@ class PartyTrainer:
                 local_head=config.has_local_head,
                 leaky_slope=model.leaky_slope,
             )
-        self.g_opt = torch.optim.Adam(self.generator.parameters(), lr=train.lr, betas=train.betas)
+        self.g_opt = torch.optim.Adam(
+            self.generator.parameters(), lr=train.lr, betas=train.betas, foreach=True
+        )
         self.d_opt = torch.optim.Adam(
-            self.discriminator.parameters(), lr=train.lr, betas=train.betas
+            self.discriminator.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )
         self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
 
@@ -259,7 +261,9 @@ class ServerTrainer:
                 leaky_slope=config.model.leaky_slope,
             )
         train = config.train
-        self.opt = torch.optim.Adam(self.discriminator.parameters(), lr=train.lr, betas=train.betas)
+        self.opt = torch.optim.Adam(
+            self.discriminator.parameters(), lr=train.lr, betas=train.betas, foreach=True
+        )
         self.state = FlatState([self.discriminator], [self.opt])
 
     def discriminator_step(

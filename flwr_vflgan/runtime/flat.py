@@ -94,7 +94,7 @@ class FlatState:
             raise ValueError(
                 f"expected {len(self._optimizers)} optimizer step counters, got {len(optimizer_steps)}"
             )
-        self.flat.copy_(torch.from_numpy(values))
+        self.flat.copy_(torch.from_numpy(values.copy() if not values.flags.writeable else values))
         for optimizer, step in zip(self._optimizers, optimizer_steps, strict=True):
             for group in optimizer.param_groups:
                 for param in group["params"]:

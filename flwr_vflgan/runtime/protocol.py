@@ -32,7 +32,7 @@ FAKE = "fake"
 ROWS = "rows"
 
 # Party state records kept in Flower's context.state between messages.
-STATE_ARRAYS = "vflgan.arrays"
+STATE_FLAT = "vflgan.flat"
 STATE_META = "vflgan.meta"
 STATE_SNAPSHOTS = "vflgan.snapshots"
 

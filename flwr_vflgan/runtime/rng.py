@@ -35,12 +35,32 @@ class Stream(IntEnum):
     """Latent noise of evaluation and final generation (shared by all parties)."""
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(value: int) -> int:
+    """One round of SplitMix64 (Steele et al., 2014): a fast, well-mixed 64-bit bijection."""
+    value = (value + 0x9E3779B97F4A7C15) & _MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return value ^ (value >> 31)
+
+
 def derive_seed(seed: int, stream: Stream, step: int = 0, extra: int = 0) -> int:
-    """Mix ``(seed, stream, step, extra)`` into a 63-bit seed with NumPy's SeedSequence."""
+    """Mix ``(seed, stream, step, extra)`` into a 63-bit seed (SplitMix64 chaining).
+
+    Seeds wider than 64 bits are folded in 64-bit words, so every bit counts.
+    """
     if seed < 0 or step < 0 or extra < 0:
         raise ValueError(f"seed, step and extra must be >= 0, got {seed}, {step}, {extra}")
-    state = np.random.SeedSequence([seed, int(stream), step, extra]).generate_state(2, np.uint32)
-    return (int(state[0]) << 31) ^ int(state[1])
+    mixed = _splitmix64(seed & _MASK64)
+    seed >>= 64
+    while seed:
+        mixed = _splitmix64(mixed ^ (seed & _MASK64))
+        seed >>= 64
+    for word in (int(stream), step, extra):
+        mixed = _splitmix64(mixed ^ (word & _MASK64))
+    return mixed >> 1
 
 
 def torch_generator(seed: int, stream: Stream, step: int = 0, extra: int = 0) -> torch.Generator:
@@ -64,8 +84,12 @@ def batch_indices(shared_seed: int, step: int, n_rows: int, batch_size: int) -> 
     """
     if batch_size > n_rows:
         raise ValueError(f"batch_size={batch_size} exceeds the {n_rows} training rows")
-    gen = torch_generator(shared_seed, Stream.BATCH, step)
-    return torch.randperm(n_rows, generator=gen)[:batch_size]
+    # NumPy samples k of n without replacement in O(k) (Floyd's algorithm for k << n),
+    # where a full torch.randperm of n rows would cost O(n) at every step.
+    rows = numpy_generator(shared_seed, Stream.BATCH, step).choice(
+        n_rows, size=batch_size, replace=False
+    )
+    return torch.from_numpy(rows)
 
 
 def latent_noise(

@@ -26,10 +26,25 @@ print(flwr_vflgan.__file__)
 
 
 @pytest.mark.slow
-def test_wheel_installs_no_generic_top_level_names_and_runs_outside_the_checkout(tmp_path: Path) -> None:
+def test_wheel_installs_no_generic_top_level_names_and_runs_outside_the_checkout(
+    tmp_path: Path,
+) -> None:
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(REPO), "-w", str(tmp_path / "dist")],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            str(REPO),
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = (tmp_path / "dist").glob("flwr_vflgan-*.whl")
@@ -43,13 +58,33 @@ def test_wheel_installs_no_generic_top_level_names_and_runs_outside_the_checkout
 
     target = tmp_path / "site"
     installed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert installed.returncode == 0, installed.stderr[-2000:]
-    assert not any((target / name).exists() for name in ("strategies", "clients", "simulations", "conf"))
+    assert not any(
+        (target / name).exists() for name in ("strategies", "clients", "simulations", "conf")
+    )
     env = {**os.environ, "PYTHONPATH": str(target)}
-    probe = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=300)
+    probe = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert probe.returncode == 0, probe.stderr[-3000:]
     assert probe.stdout.strip() == str(target / "flwr_vflgan" / "__init__.py")

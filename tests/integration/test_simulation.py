@@ -26,10 +26,23 @@ def _run(runtime: str, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("FLWR_VFLGAN_SHARED_SEED", None)
     done = subprocess.run(
-        [sys.executable, "-m", "simulations.run", f"runtime={runtime}", *OVERRIDES, f"hydra.run.dir={out}"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "simulations.run",
+            f"runtime={runtime}",
+            *OVERRIDES,
+            f"hydra.run.dir={out}",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    assert done.returncode == 0, f"{runtime} run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{runtime} run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     return json.loads((out / "metrics.json").read_text())
 
 
