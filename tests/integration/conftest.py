@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from flwr_vflgan.data import load_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    # Tiny models: more intra-op threads only contend on a shared 2-core machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

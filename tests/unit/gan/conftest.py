@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 import torch
@@ -20,15 +20,6 @@ PARTY_SPANS: list[list[Span]] = [
     [Span("c", 0, 2, "tanh")],
     [Span("d", 0, 1, "identity"), Span("e", 1, 2, "gumbel_softmax")],
 ]
-
-
-@pytest.fixture(autouse=True)
-def _single_thread() -> Iterator[None]:
-    """Tiny tensors: OpenMP threads only add contention (BatchNorm slows down 1000x)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def _config(variant: str = "vflgan", **train: object) -> VFLGANConfig:
