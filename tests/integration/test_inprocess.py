@@ -156,3 +156,20 @@ def test_wgan_gp_reference_trains_on_the_concatenated_table(
     table = pd.read_csv(tmp_path / "run" / "synthetic.csv")
     assert len(table) == 100 and table.shape[1] == 15
     assert torch.get_num_threads() == 1
+
+
+def test_mnist_pixels_split_between_parties_use_tanh_outputs() -> None:
+    """Paper 000's image setting: pixels scaled to [-1, 1], tanh outputs, label with the last party."""
+    datasets = Path(__file__).resolve().parents[3] / "shared" / "datasets"
+    assert datasets.is_dir(), f"the shared datasets folder is missing: {datasets}"
+    spec = DataSpec(
+        source="mnist_5k", n_parties=2, numeric_scaling="minmax", data_dir=str(datasets)
+    )
+    config = VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 6, "eval_rows": 300}})
+    result, _, blocks = _run(spec, config, publish_rows=50)
+    assert [len(b.schema.names) for b in blocks] == [393, 392]
+    assert {s.activation for s in blocks[0].encoder.spans} == {"tanh"}
+    pixels = result.synthetic[[c for c in result.synthetic.columns if c.startswith("pixel_")]]
+    assert pixels.shape == (50, 784)
+    assert pixels.to_numpy().min() >= 0 and pixels.to_numpy().max() <= 255
+    assert set(result.synthetic["label"]) <= set(range(10))
