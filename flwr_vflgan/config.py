@@ -121,6 +121,11 @@ class TrainConfig:
     shared_d_weight, shared_g_weight
         ``lambda_1`` (eq. 8) and ``lambda_2`` (eq. 9): weight of the shared
         discriminator in the discriminator and generator objectives.
+    first_part_gp
+        Also penalise each local first part ``D_i^1``: the gradient of the sum of its
+        outputs with respect to its interpolated input is pushed to norm 1, as the
+        reference implementation does. Algorithm 1 penalises ``D_s`` only with respect
+        to the features, which leaves ``D_s(D_i^1(x))`` unconstrained in ``x``.
     eval_every
         Evaluate the Frechet distance every this many epochs (0 disables it).
     eval_rows
@@ -137,6 +142,7 @@ class TrainConfig:
     gp_weight: float = 30.0
     shared_d_weight: float = 1.0
     shared_g_weight: float = 1.0
+    first_part_gp: bool = False
     eval_every: int = 1
     eval_rows: int | None = None
 

@@ -22,7 +22,7 @@ from torch import nn
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
 from flwr_vflgan.gan.schedule import StepKind
-from flwr_vflgan.gan.vflgan import PartyTrainer, ServerTrainer
+from flwr_vflgan.gan.vflgan import PartyTrainer, ServerTrainer, first_part_penalty
 from flwr_vflgan.nn.models import (
     LocalDiscriminator,
     PartyGenerator,
@@ -87,6 +87,12 @@ class PlainVFLGAN:
             self.server.discriminator, real_all, fake_all, alpha, train.gp_weight
         )
         total = train.shared_d_weight * shared_loss
+        for party, real, fake in zip(self.parties, reals, fakes, strict=True):
+            if train.first_part_gp:
+                alpha_i = uniform_alpha(party.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
+                total = total + train.gp_weight * first_part_penalty(
+                    party.discriminator, real, fake, alpha_i
+                )
         if self.config.has_local_head:
             for party, real, fake, fr, ff in zip(
                 self.parties, reals, fakes, f_real, f_fake, strict=True

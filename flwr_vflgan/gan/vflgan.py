@@ -56,6 +56,15 @@ class PartyForward:
     fake: torch.Tensor
 
 
+def first_part_penalty(
+    discriminator: LocalDiscriminator, real: torch.Tensor, fake: torch.Tensor, alpha: torch.Tensor
+) -> torch.Tensor:
+    """Gradient penalty of ``x -> sum_k D_i^1(x)_k`` (the reference implementation's extra term)."""
+    return gradient_penalty(
+        lambda x: discriminator.features(x).sum(dim=1, keepdim=True), real, fake, alpha
+    )
+
+
 def local_seed(shared_seed: int, party: int) -> int:
     """A party's private seed (Gumbel noise), derived from its shared seed and index."""
     return derive_seed(shared_seed, Stream.GUMBEL, 0, party + 1)
@@ -183,6 +192,13 @@ class PartyTrainer:
                 -self.discriminator.score(f_real).mean()
                 + self.discriminator.score(f_fake).mean()
                 + self.config.train.gp_weight * penalty
+            )
+        if self.config.train.first_part_gp:
+            local = local + self.config.train.gp_weight * first_part_penalty(
+                self.discriminator,
+                real,
+                fake,
+                uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0]),
             )
         self.d_opt.zero_grad(set_to_none=True)
         (local + surrogate).backward()

@@ -140,10 +140,19 @@ def test_shared_generator_gradients_match_autograd_and_leave_ds_unchanged(make_c
 
 
 # -- protocol equivalence --------------------------------------------------------------
+@pytest.mark.parametrize("first_part_gp", [False, True], ids=["paper_gp", "first_part_gp"])
 @pytest.mark.parametrize("n_parties", [2, 3])
 @pytest.mark.parametrize("variant", ["vflgan", "vflgan_base"])
-def test_protocol_matches_plain_vflgan(make_config, party_spans, party_tables, variant, n_parties):
-    config = make_config(variant, shared_d_weight=2.5, shared_g_weight=1.5, gp_weight=10.0)
+def test_protocol_matches_plain_vflgan(
+    make_config, party_spans, party_tables, variant, n_parties, first_part_gp
+):
+    config = make_config(
+        variant,
+        shared_d_weight=2.5,
+        shared_g_weight=1.5,
+        gp_weight=10.0,
+        first_part_gp=first_part_gp,
+    )
     spans, tables = party_spans[:n_parties], party_tables(n_parties, N_ROWS)
     schedule = Schedule(N_ROWS, 8, 2, epochs=5, max_steps=30)  # 7 steps per epoch
     parties = [
@@ -411,3 +420,35 @@ def test_generator_snapshot_round_trip(make_config, party_spans, party_tables):
     assert _same(state, _module_state(party.generator))
     with pytest.raises(ValueError, match=rf"generator snapshot must have {n_values} values"):
         party.load_generator_snapshot(snapshot[:-1])
+
+
+def test_first_part_penalty_of_a_linear_first_part_is_hand_computable() -> None:
+    """For D^1(x) = W x (no activation), grad_x sum_k D^1(x)_k = W^T 1 at every x."""
+    from flwr_vflgan.gan.vflgan import first_part_penalty
+    from flwr_vflgan.nn.models import LocalDiscriminator
+
+    disc = LocalDiscriminator(3, (), 2, local_head=False, leaky_slope=1.0)  # slope 1: linear
+    weight = torch.tensor([[1.0, 2.0, 0.0], [0.0, 0.0, 2.0]])
+    with torch.no_grad():
+        disc.first[0].weight.copy_(weight)
+        disc.first[0].bias.zero_()
+    real, fake = torch.randn(5, 3), torch.randn(5, 3)
+    alpha = torch.rand(5, 1)
+    expected = (torch.linalg.norm(weight.sum(dim=0)) - 1.0) ** 2  # ||(1, 2, 2)|| = 3 -> 4
+    assert first_part_penalty(disc, real, fake, alpha).item() == pytest.approx(expected.item())
+    assert expected.item() == pytest.approx(4.0)
+
+
+def test_first_part_penalty_changes_training(make_config, party_spans, party_tables):
+    tables = party_tables(2, N_ROWS)
+    runs = []
+    for flag in (False, True):
+        config = make_config("vflgan_base", first_part_gp=flag)
+        party = PartyTrainer(config, party_spans[0], tables[0], SHARED_SEED, 0)
+        out = party.forward(0, StepKind.DISCRIMINATOR)
+        party.apply(
+            0, StepKind.DISCRIMINATOR, torch.zeros_like(out.fake), torch.zeros_like(out.fake)
+        )
+        runs.append(_flat(party))
+    # With zero server gradients, VFLGAN-base parties only move under the first-part penalty.
+    assert not np.array_equal(runs[0], runs[1])
