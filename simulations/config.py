@@ -94,6 +94,40 @@ class OutputConfig:
 
 
 @dataclass(frozen=True)
+class ExportConfig:
+    """The ``export`` group of ``python -m simulations.export_parties``.
+
+    Parameters
+    ----------
+    out_dir
+        Folder for the party files, schema sidecars and manifest (required there).
+    format
+        ``csv`` or ``parquet``.
+    overwrite
+        Replace a non-empty ``out_dir``.
+    superlink
+        ``host:port`` of the SuperLink's Fleet API, written into the printed
+        ``flower-supernode`` commands.
+    """
+
+    out_dir: str | None = None
+    format: Literal["csv", "parquet"] = "csv"
+    overwrite: bool = False
+    superlink: str = "127.0.0.1:8000"
+
+    def __post_init__(self) -> None:
+        if self.out_dir is not None and (not isinstance(self.out_dir, str) or not self.out_dir):
+            raise ValueError(f"export.out_dir must be a non-empty path, got {self.out_dir!r}")
+        if self.format not in ("csv", "parquet"):
+            raise ValueError(f"unknown export.format {self.format!r}; valid: ['csv', 'parquet']")
+        if not isinstance(self.overwrite, bool):
+            raise ValueError(f"export.overwrite must be true or false, got {self.overwrite!r}")
+        host, _, port = str(self.superlink).rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"export.superlink must be host:port, got {self.superlink!r}")
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """A whole run, validated."""
 
@@ -121,6 +155,7 @@ def base_node() -> dict[str, Any]:
         "partition": plain(PartitionConfig()),
         "runtime": plain(RuntimeConfig()),
         "output": plain(OutputConfig()),
+        "export": plain(ExportConfig()),
     }
 
 
@@ -132,6 +167,7 @@ def register_configs() -> None:
 def _section(cfg: DictConfig, name: str, cls: type) -> dict[str, Any]:
     values = OmegaConf.to_container(cfg[name], resolve=True) if name in cfg else {}
     assert isinstance(values, dict)
+    values = {str(k): v for k, v in values.items()}
     valid = {f.name for f in fields(cls)}
     unknown = sorted(set(values) - valid)
     if unknown:

@@ -1,0 +1,240 @@
+"""Cut a dataset into one file per party, for a real deployment.
+
+    python -m simulations.export_parties export.out_dir=parties
+    python -m simulations.export_parties dataset=csv dataset.source=/data/table.csv \\
+        partition.n_parties=3 partition=random seed=7 export.format=parquet export.out_dir=out
+
+Composes the same config tree as ``python -m simulations.run`` (``dataset``,
+``partition``, ``seed``) and splits the columns exactly as a simulated run of that
+config does (:func:`~flwr_vflgan.runtime.party_data.split_columns`). Writes
+``party-<i>.<csv|parquet>`` (a ``row_id`` column, then party ``i``'s columns),
+``party-<i>.schema.json`` and ``manifest.json`` into ``export.out_dir``, then prints the
+``flower-supernode`` command of every party and the ``flwr run`` command of the server
+(see ``docs/deployment.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import hydra
+from flwr_vflgan.simulations.config import ExportConfig, _section, register_configs, to_run_spec
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from flwr_vflgan.data import write_party_files
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.party_data import DataSpec, load_full_table, split_columns
+
+ID_COLUMN = "row_id"
+"""The ID column of the party files: the name a party's ``load_party_file`` expects."""
+CONFIG_NAME = "export_parties"
+_SEED_BOUND = 2**62  # fits TOML's signed 64-bit integers in --node-config
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_parties` wrote."""
+
+    dataset: str
+    n_rows: int
+    out_dir: Path
+    data_files: list[Path]
+    schema_files: list[Path]
+    manifest: Path
+    columns: list[list[str]]
+
+
+def export_parties(data: DataSpec, export: ExportConfig) -> ExportResult:
+    """Write the party files of ``data``'s table under its column split.
+
+    Parameters
+    ----------
+    data
+        The table and its partition, as a simulated run of the same config uses them.
+    export
+        Where and how to write.
+
+    Returns
+    -------
+    ExportResult
+        The files written, in party order.
+
+    Raises
+    ------
+    ValueError
+        If ``export.out_dir`` is missing or is a file, or the dataset or partition is invalid.
+    FileExistsError
+        If ``export.out_dir`` is not empty and ``export.overwrite`` is false.
+    FileNotFoundError
+        If the dataset's file is not on this machine.
+    """
+    if export.out_dir is None:
+        raise ValueError(
+            "export.out_dir is required: where to write the party files, "
+            "e.g. export.out_dir=parties"
+        )
+    out_dir = Path(export.out_dir).expanduser().resolve()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"export.out_dir {out_dir} exists and is not a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not export.overwrite:
+        raise FileExistsError(
+            f"export.out_dir {out_dir} exists and is not empty; choose another folder or "
+            "pass export.overwrite=true to replace its contents"
+        )
+    dataset, ids = load_full_table(data)
+    columns = split_columns(data, dataset.schema)
+    data_files = write_party_files(
+        dataset,
+        columns,
+        out_dir,
+        id_column=ID_COLUMN,
+        ids=ids,
+        file_format=export.format,
+        overwrite=export.overwrite,
+    )
+    return ExportResult(
+        dataset=dataset.name,
+        n_rows=dataset.n_rows,
+        out_dir=out_dir,
+        data_files=data_files,
+        schema_files=[out_dir / f"party-{i}.schema.json" for i in range(len(columns))],
+        manifest=out_dir / "manifest.json",
+        columns=columns,
+    )
+
+
+def supernode_command(
+    partition_id: int, n_parties: int, data_path: Path, shared_seed: int, superlink: str
+) -> str:
+    """The ``flower-supernode`` command line of one party (``--port`` differs per party
+    so that all of them can also run on one machine)."""
+    if '"' in str(data_path):
+        raise ValueError(f'party file path {data_path} contains a double quote (")')
+    node_config = (
+        f"{P.NODE_PARTITION_ID}={partition_id} num-partitions={n_parties} "
+        f"{P.NODE_DATA_PATH}={json.dumps(str(data_path))} {P.NODE_SHARED_SEED}={shared_seed}"
+    )
+    return (
+        f"flower-supernode --insecure --superlink {superlink} --port {9094 + partition_id} "
+        f"--node-config {shlex.quote(node_config)}"
+    )
+
+
+def flwr_run_command(overrides: list[str]) -> str:
+    """The server's ``flwr run`` command for a deployment with these Hydra overrides."""
+    run_overrides = shlex.join(["runtime=deployment", "output.evaluate=false", *overrides])
+    run_config = f"overrides={json.dumps(run_overrides)} run-dir={json.dumps('outputs/deploy')}"
+    return f"flwr run . <federation> --run-config {shlex.quote(run_config)}"
+
+
+def report(
+    result: ExportResult,
+    export: ExportConfig,
+    shared_seed: int,
+    overrides: list[str],
+    stream: TextIO,
+) -> None:
+    """Print the files written and the commands that start the deployment."""
+    n_parties = len(result.data_files)
+    host = export.superlink.rpartition(":")[0]
+    lines = [
+        f"flwr-vflgan: wrote {result.dataset} ({result.n_rows} rows) for {n_parties} parties "
+        f"to {result.out_dir}",
+    ]
+    for i, (data_file, schema_file) in enumerate(
+        zip(result.data_files, result.schema_files, strict=True)
+    ):
+        lines.append(f"  party {i}: {data_file}  ({len(result.columns[i])} columns + {ID_COLUMN})")
+        lines.append(f"           {schema_file}")
+    lines += [
+        f"  manifest: {result.manifest}",
+        "",
+        "Give each party its own data file and schema file (and nothing else).",
+        "All parties must use one secret shared-seed that the server never learns; choose it",
+        "yourselves or use this freshly generated one, and pass it to the parties privately:",
+        f"  {shared_seed}",
+        "",
+        "Start the SuperLink (server machine), then one SuperNode per party (data-path is the",
+        "party's own copy of its file):",
+        f"  flower-superlink --insecure --host {host} --port {export.superlink.rpartition(':')[2]}"
+        " --disable-runtime-dependency-installation",
+    ]
+    lines += [
+        "  " + supernode_command(i, n_parties, path, shared_seed, export.superlink)
+        for i, path in enumerate(result.data_files)
+    ]
+    lines += [
+        "",
+        "Then launch the run from this checkout (a [superlink.<federation>] entry in",
+        "$FLWR_HOME/config.toml names the SuperLink):",
+        "  FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 " + flwr_run_command(overrides),
+        "",
+        "--insecure sends everything unencrypted: use it on one machine (127.0.0.1) only;",
+        "across machines run the SuperLink with TLS (docs/deployment.md).",
+    ]
+    print("\n".join(lines), file=stream, flush=True)
+
+
+def _task_overrides() -> list[str]:
+    """The command line's overrides except ``export.*`` (they also apply to the run)."""
+    try:
+        task = list(HydraConfig.get().overrides.task)
+    except ValueError:  # not under @hydra.main
+        return []
+    return [o for o in task if not o.lstrip("+~").startswith("export.")]
+
+
+def _export_config(cfg: DictConfig) -> ExportConfig:
+    values = _section(cfg, "export", ExportConfig)
+    if values.get("out_dir") is not None:
+        values["out_dir"] = str(values["out_dir"])  # export.out_dir=2024 parses as an int
+    return ExportConfig(**values)
+
+
+def register_export_config() -> None:
+    """Register the primary config: the run tree, and Hydra writing no files of its own."""
+    register_configs()
+    node = {
+        "defaults": [
+            "config",
+            {"override hydra/job_logging": "stdout"},
+            "_self_",
+        ],
+        "hydra": {
+            "run": {"dir": "."},
+            "output_subdir": None,
+            "job_logging": {
+                "root": {"level": "WARNING"},
+                "handlers": {"console": {"stream": "ext://sys.stderr"}},
+            },
+        },
+    }
+    ConfigStore.instance().store(name=CONFIG_NAME, node=OmegaConf.create(node))
+
+
+register_export_config()
+
+
+@hydra.main(config_path="pkg://flwr_vflgan.conf", config_name=CONFIG_NAME, version_base=None)
+def main(cfg: DictConfig) -> None:
+    """Hydra entry point; exits with status 2 and a one-line reason on bad input."""
+    try:
+        export = _export_config(cfg)
+        spec = to_run_spec(cfg, Path.cwd())
+        result = export_parties(spec.data, export)
+    except (ValueError, TypeError, FileExistsError, FileNotFoundError) as exc:
+        print(f"export_parties: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    report(result, export, secrets.randbelow(_SEED_BOUND), _task_overrides(), sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+"""A real Flower deployment on this machine: a SuperLink, two SuperNodes that each read
+their own party file, and ``flwr run`` (loopback and ``--insecure`` only); and the
+exporter that writes those party files (fast tests).
+
+The party files and the SuperNode command lines come from
+``python -m simulations.export_parties``, as a user would get them. The whole run has a
+hard time limit; every process is stopped by PID in the fixture's teardown, and failure
+messages carry the tail of every log plus the run's log from the SuperLink.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from flower_procs import (
+    HOST,
+    FlowerProcesses,
+    executable,
+    fetch_run_log,
+    flower_env,
+    flwr_cli,
+    free_ports,
+    run_status,
+    started_run_id,
+    wait_for_port,
+    write_flower_config,
+)
+from flwr.common.config import parse_config_args
+from flwr_vflgan.simulations.config import ExportConfig
+from flwr_vflgan.simulations.export_parties import export_parties, supernode_command
+
+from flwr_vflgan.data import load_dataset, load_party_file
+from flwr_vflgan.runtime.party_data import DataSpec
+
+REPO = Path(__file__).resolve().parents[2]
+FEDERATION = "testdeploy"
+RUN_TIMEOUT = 300.0  # one exchange costs ~12-15 s in a deployment; this run needs six
+STATUS_EVERY = 15.0
+# UCI Adult's columns in the order of adult.names (the independent reference).
+ADULT_COLUMNS = [
+    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
+    "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
+    "hours-per-week", "native-country", "income",
+]  # fmt: skip
+# One epoch is [discriminator step, generator step] when the batch holds more than half of
+# the 48,842 rows with one critic step, so the 3-step run ends an epoch after step 1:
+# every party and the server then write a checkpoint resuming at step 2.
+OVERRIDES = (
+    "runtime=deployment train.max_steps=3 train.batch_size=24422 train.n_critic=1 "
+    "train.eval_rows=500 output.publish_rows=300 runtime.poll_interval=0.05"
+)
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[FlowerProcesses]:
+    procs = FlowerProcesses(
+        tmp_path / "logs", env_marker=("FLWR_HOME", str(tmp_path / "flwr-home"))
+    )
+    yield procs
+    survivors = procs.stop()
+    assert not survivors, f"processes survived the teardown: {survivors}\n{procs.logs()}"
+
+
+def _export(out_dir: Path, superlink: str) -> tuple[str, list[list[str]]]:
+    """Run the exporter; its output and the argv of each printed ``flower-supernode``."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simulations.export_parties",
+            f"export.out_dir={out_dir}",
+            f"export.superlink={superlink}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, f"export failed:\n{result.stdout}\n{result.stderr}"
+    commands = [
+        shlex.split(line.strip())
+        for line in result.stdout.splitlines()
+        if line.strip().startswith("flower-supernode ")
+    ]
+    return result.stdout, commands
+
+
+def _supernode_args(command: list[str], port: int, checkpoint_dir: Path) -> list[str]:
+    """A printed command with this test's ClientAppIo port and a checkpoint directory."""
+    args = [executable("flower-supernode"), *command[1:]]
+    args[args.index("--port") + 1] = str(port)
+    at = args.index("--node-config") + 1
+    args[at] = f'{args[at]} checkpoint-dir="{checkpoint_dir}"'
+    return [*args, "--host", HOST]
+
+
+def _node_config(command: list[str]) -> dict[str, str]:
+    text = command[command.index("--node-config") + 1]
+    return dict(item.split("=", 1) for item in shlex.split(text))
+
+
+def _checkpoint_meta(path: Path) -> dict:
+    with np.load(path, allow_pickle=False) as data:
+        return json.loads(bytes(data["__meta__"]).decode())
+
+
+@pytest.mark.slow
+def test_deployment_trains_and_publishes_from_party_files(
+    tmp_path: Path, processes: FlowerProcesses
+) -> None:
+    started = time.monotonic()
+    link_port, node_ports = free_ports(1)[0], free_ports(2)
+    superlink = f"{HOST}:{link_port}"
+    flwr_home, run_dir, parties = tmp_path / "flwr-home", tmp_path / "run", tmp_path / "parties"
+    env = flower_env(flwr_home)
+    cli_log, run_log = processes.log_dir / "flwr-cli.log", processes.log_dir / "run.log"
+    processes.add_log("flwr CLI", cli_log)
+    processes.add_log("flwr log (the run's ServerApp)", run_log)
+
+    output, commands = _export(parties, superlink)
+    assert len(commands) == 2, output
+    configs = [_node_config(c) for c in commands]
+    shared_seed = configs[0]["shared-seed"]
+    assert [c["partition-id"] for c in configs] == ["0", "1"], output
+    assert {c["shared-seed"] for c in configs} == {shared_seed}, output
+    assert f"  {shared_seed}\n" in output, output  # the seed is also printed on its own
+    for i, config in enumerate(configs):
+        assert config["data-path"] == str(parties / f"party-{i}.csv")
+
+    processes.start(
+        "superlink",
+        [
+            executable("flower-superlink"),
+            "--insecure",
+            "--host",
+            HOST,
+            "--port",
+            str(link_port),
+            "--disable-runtime-dependency-installation",
+        ],
+        env,
+        cwd=tmp_path,
+    )
+    processes.wait_until(
+        lambda: True if wait_for_port(link_port) else None, 60, "the SuperLink", 0.5
+    )
+    checkpoints = [tmp_path / f"party-{i}-checkpoints" for i in range(2)]
+    for i, command in enumerate(commands):
+        processes.start(
+            f"supernode-{i}",
+            _supernode_args(command, node_ports[i], checkpoints[i]),
+            env,
+            cwd=tmp_path,
+        )
+    write_flower_config(flwr_home, FEDERATION, superlink)
+
+    run_config = f'overrides="{OVERRIDES}" run-dir="{run_dir}"'
+    launched = flwr_cli(
+        ["run", str(REPO), FEDERATION, "--run-config", run_config],
+        env,
+        cli_log,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    run_id = started_run_id(launched.stdout)
+    assert launched.returncode == 0 and run_id is not None, processes.logs()
+
+    def diagnostics() -> str:
+        fetch_run_log(run_id, FEDERATION, env, run_log, cwd=tmp_path)
+        return processes.logs()
+
+    last_status = [time.monotonic()]
+
+    def finished() -> str | None:
+        if (run_dir / "metrics.json").is_file():
+            return "metrics"
+        if time.monotonic() - last_status[0] > STATUS_EVERY:
+            last_status[0] = time.monotonic()
+            status = run_status(run_id, FEDERATION, env, cli_log, cwd=tmp_path)
+            if status is not None and status.startswith("finished"):
+                return status
+        return None
+
+    outcome = processes.wait_until(
+        finished,
+        RUN_TIMEOUT - (time.monotonic() - started),
+        f"{run_dir / 'metrics.json'}",
+        on_timeout=diagnostics,
+    )
+    if outcome != "metrics":
+        time.sleep(2)  # the status may change just before the outputs are renamed
+        assert (run_dir / "metrics.json").is_file(), f"run ended {outcome}\n{diagnostics()}"
+
+    try:
+        _check_outputs(run_dir, parties, checkpoints, shared_seed, processes)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{diagnostics()}") from None
+
+
+def _check_outputs(
+    run_dir: Path,
+    parties: Path,
+    checkpoints: list[Path],
+    shared_seed: str,
+    processes: FlowerProcesses,
+) -> None:
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["steps"] == 3, metrics
+    assert metrics["runtime"] == "deployment" and metrics["n_parties"] == 2, metrics
+    assert metrics["fd"] is not None and math.isfinite(metrics["fd"]) and metrics["fd"] > 0
+    # Evaluated at the end of epoch 1 (after step 2) and at the end of the run.
+    assert [h["step"] for h in metrics["history"]] == [2, 3], metrics["history"]
+
+    synthetic = pd.read_csv(run_dir / "synthetic.csv")
+    assert list(synthetic.columns) == ADULT_COLUMNS
+    assert len(synthetic) == 300 and metrics["synthetic_rows"] == 300
+    # Every party decoded its own columns: categories come from that party's own file.
+    for i in range(2):
+        real, _ = load_party_file(parties / f"party-{i}.csv")
+        for column in real.schema.columns:
+            values = synthetic[column.name]
+            if column.kind.value == "categorical":
+                unknown = set(values.dropna()) - set(real.frame[column.name].dropna())
+                assert not unknown, f"party {i}, {column.name}: values not in its data {unknown}"
+            else:
+                assert np.isfinite(values.to_numpy(dtype=float)).all(), column.name
+
+    # Each party checkpointed into its own directory, resuming at step 2 under this
+    # run's configuration; the server's run directory holds only the server's state.
+    for i, directory in enumerate(checkpoints):
+        files = sorted(p.name for p in directory.glob("*.npz"))
+        assert files == ["step-2.npz"], f"party {i} checkpoints: {files}"
+        meta = _checkpoint_meta(directory / "step-2.npz")
+        assert meta["next_step"] == 2
+        assert json.loads(meta["config"])["train"]["batch_size"] == 24422
+    server_files = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert server_files == ["server-2.npz"], server_files
+
+    # The shared seed exists only at the parties: not in the server's outputs or the
+    # SuperLink's log.
+    server_side = [
+        run_dir / "metrics.json",
+        run_dir / "config.json",
+        processes.log_dir / "superlink.log",
+    ]
+    for path in server_side:
+        assert shared_seed not in path.read_text(errors="replace"), f"shared seed found in {path}"
+
+
+# -- the exporter ------------------------------------------------------------------------
+def test_export_writes_the_even_split_with_aligned_row_ids(tmp_path: Path) -> None:
+    result = export_parties(DataSpec(), ExportConfig(out_dir=str(tmp_path / "parties")))
+    # Even split of Adult's 15 columns between 2 parties: contiguous blocks of 8 and 7.
+    assert result.columns == [ADULT_COLUMNS[:8], ADULT_COLUMNS[8:]]
+    manifest = json.loads(result.manifest.read_text())
+    assert [p["columns"] for p in manifest["parties"]] == result.columns
+    table = load_dataset("adult").frame
+    for i, path in enumerate(result.data_files):
+        party, ids = load_party_file(path)
+        assert list(ids) == list(range(len(table)))
+        pd.testing.assert_frame_equal(party.frame, table[result.columns[i]], check_dtype=False)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"format": "xls"}, r"unknown export.format 'xls'; valid: \['csv', 'parquet'\]"),
+        ({"superlink": "8000"}, r"export.superlink must be host:port, got '8000'"),
+        ({"out_dir": ""}, r"export.out_dir must be a non-empty path, got ''"),
+        ({"overwrite": "yes"}, r"export.overwrite must be true or false, got 'yes'"),
+    ],
+)
+def test_export_config_rejects_bad_settings(settings: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ExportConfig(**settings)
+
+
+def test_export_needs_an_out_dir_and_keeps_a_non_empty_one(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"export.out_dir is required"):
+        export_parties(DataSpec(), ExportConfig())
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"is not empty; .* export.overwrite=true"):
+        export_parties(DataSpec(), ExportConfig(out_dir=str(tmp_path)))
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["dataset.source=nosuch"], "is neither a registered dataset"),
+        ([], "export.out_dir is required"),
+    ],
+)
+def test_export_command_reports_bad_input_in_one_line(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = [f"export.out_dir={tmp_path / 'out'}"] if args else []
+    result = subprocess.run(
+        [sys.executable, "-m", "simulations.export_parties", *args, *out],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("export_parties: error: ") and message in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_printed_node_config_survives_the_shell_and_flowers_parser(tmp_path: Path) -> None:
+    path = tmp_path / "party files" / "it's party-0.csv"
+    line = supernode_command(0, 2, path, 2**62 - 1, "10.0.0.5:8000")
+    argv = shlex.split(line)
+    assert argv[:6] == [
+        "flower-supernode",
+        "--insecure",
+        "--superlink",
+        "10.0.0.5:8000",
+        "--port",
+        "9094",
+    ]
+    config = parse_config_args([argv[argv.index("--node-config") + 1]])
+    assert config == {
+        "partition-id": 0,
+        "num-partitions": 2,
+        "data-path": str(path),
+        "shared-seed": 2**62 - 1,
+    }
