@@ -207,9 +207,10 @@ class VFLGANClient:
             meta["partition_id"],
         )
         flat = context.state[P.STATE_FLAT]
-        if not isinstance(flat, ConfigRecord) or not isinstance(flat.get("float32"), bytes):
+        buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
+        if not isinstance(buffer, bytes):
             raise ProtocolError("party state lacks its flat float32 buffer")
-        trainer.state.load(np.frombuffer(flat["float32"], dtype=np.float32), meta["opt_steps"])
+        trainer.state.load(np.frombuffer(buffer, dtype=np.float32), meta["opt_steps"])
         return trainer, meta, data
 
     @staticmethod

@@ -165,9 +165,9 @@ def register_configs() -> None:
 
 
 def _section(cfg: DictConfig, name: str, cls: type) -> dict[str, Any]:
-    values = OmegaConf.to_container(cfg[name], resolve=True) if name in cfg else {}
-    assert isinstance(values, dict)
-    values = {str(k): v for k, v in values.items()}
+    raw = OmegaConf.to_container(cfg[name], resolve=True) if name in cfg else {}
+    assert isinstance(raw, dict)
+    values: dict[str, Any] = {str(k): v for k, v in raw.items()}
     valid = {f.name for f in fields(cls)}
     unknown = sorted(set(values) - valid)
     if unknown:
