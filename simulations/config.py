@@ -14,7 +14,8 @@ from typing import Any, Literal
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from flwr_vflgan.config import ModelConfig, TrainConfig, VFLGANConfig, parse_variant
+from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig, parse_variant
+from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.runtime.party_data import DataSpec
 
 RuntimeKind = Literal["inprocess", "simulation", "deployment"]
@@ -88,9 +89,10 @@ class OutputConfig:
     checkpoint: bool = True
     """Write checkpoints every epoch and resume from them when the run directory has some."""
     evaluate: bool = True
-    """Evaluate the Frechet distance against the real table (the experimenter's view:
-    the whole table must be readable where the server runs). Set false in a real
-    deployment; the published generator is then the last one."""
+    """Evaluate against the real table (the experimenter's view: the whole table must be
+    readable where the server runs): the Frechet distance every epoch (model selection)
+    and, at the end, the metric suite of the ``evaluation`` node with ``report.md`` and
+    plots. Set false in a real deployment; the published generator is then the last one."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,7 @@ class RunSpec:
     output: OutputConfig
     seed: int
     run_dir: Path
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
 
 
 def base_node() -> dict[str, Any]:
@@ -156,12 +159,136 @@ def base_node() -> dict[str, Any]:
         "runtime": plain(RuntimeConfig()),
         "output": plain(OutputConfig()),
         "export": plain(ExportConfig()),
+        "evaluation": EvaluationConfig().to_dict(),
     }
 
 
+@dataclass(frozen=True)
+class EvaluateSpec:
+    """``python -m simulations.evaluate``: a real/synthetic pair and how to read it.
+
+    Parameters
+    ----------
+    real
+        A built-in dataset name (``adult``, ...) or a CSV/Parquet file.
+    synthetic
+        A CSV/Parquet file with the same columns.
+    holdout
+        Optional CSV/Parquet file of real rows the generator never saw.
+    label
+        Label column for the utility metrics (a built-in dataset's label by default).
+    declared
+        Column kinds for a file (``{zip: categorical}``); the rest are inferred.
+    data_dir
+        Where the non-bundled built-in datasets live.
+    parties
+        The vertical partition, one list of columns per party (Avg-/Across-client).
+    n_parties
+        Or: the number of parties of the even split the training used.
+    title
+        Heading of ``report.md``.
+    """
+
+    real: str
+    synthetic: str
+    holdout: str | None = None
+    label: str | None = None
+    declared: dict[str, str] = field(default_factory=dict)
+    data_dir: str | None = None
+    parties: list[list[str]] | None = None
+    n_parties: int | None = None
+    title: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("real", "synthetic"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name}= must name a dataset or a file, got {value!r}")
+        if self.parties is not None and self.n_parties is not None:
+            raise ValueError("give parties=[[...], ...] or n_parties=N, not both")
+        if self.n_parties is not None and self.n_parties < 1:
+            raise ValueError(f"n_parties must be >= 1, got {self.n_parties}")
+
+
+def evaluate_node() -> dict[str, Any]:
+    """The default tree of ``python -m simulations.evaluate``."""
+    return {
+        "real": "???",
+        "synthetic": "???",
+        "holdout": None,
+        "label": None,
+        "declared": {},
+        "data_dir": None,
+        "parties": None,
+        "n_parties": None,
+        "title": None,
+        "evaluation": EvaluationConfig().to_dict(),
+    }
+
+
+def to_evaluate_spec(cfg: DictConfig) -> tuple[EvaluateSpec, EvaluationConfig]:
+    """Validate ``python -m simulations.evaluate``'s composed config."""
+    raw = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert isinstance(raw, dict)
+    values = {str(k): v for k, v in raw.items() if k != "evaluation"}
+    valid = {f.name for f in fields(EvaluateSpec)}
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; valid: {sorted(valid | {'evaluation'})}")
+    return EvaluateSpec(**values), to_evaluation_config(cfg)
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """The ``reproduce`` node.
+
+    Parameters
+    ----------
+    datasets, algorithms, seeds
+        The grid of runs.
+    epochs
+        Training epochs per dataset (datasets not listed use ``train.epochs``).
+    out_dir
+        Where the runs and the tables go (relative to the working directory, so a
+        second invocation reuses finished runs).
+    jobs
+        Runs trained at the same time, each in its own process.
+    """
+
+    datasets: tuple[str, ...] = ("adult", "german_credit")
+    algorithms: tuple[str, ...] = ("wgan_gp", "vflgan_base", "vflgan")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epochs: dict[str, int] = field(default_factory=lambda: {"adult": 30, "german_credit": 300})
+    out_dir: str = "runs/reproduce"
+    jobs: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("datasets", "algorithms", "seeds"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+            if not getattr(self, name):
+                raise ValueError(f"reproduce.{name} must not be empty")
+        valid = [v.value for v in Variant]
+        unknown = [a for a in self.algorithms if a not in valid]
+        if unknown:
+            raise ValueError(f"unknown reproduce.algorithms {unknown}; valid: {valid}")
+        if self.jobs < 1:
+            raise ValueError(f"reproduce.jobs must be >= 1, got {self.jobs}")
+        for name, epochs in self.epochs.items():
+            if int(epochs) < 1:
+                raise ValueError(f"reproduce.epochs.{name} must be >= 1, got {epochs}")
+
+
+def reproduce_node() -> dict[str, Any]:
+    """Defaults of the ``reproduce`` node, from :class:`ReproduceConfig`."""
+    cfg = asdict(ReproduceConfig())
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()}
+
+
 def register_configs() -> None:
-    """Register the ``base`` node with Hydra's ConfigStore (idempotent)."""
+    """Register the ``base`` and ``evaluate_base`` nodes with Hydra's ConfigStore (idempotent)."""
     ConfigStore.instance().store(name="base", node=base_node())
+    ConfigStore.instance().store(name="evaluate_base", node=evaluate_node())
+    ConfigStore.instance().store(name="reproduce_base", node={"reproduce": reproduce_node()})
 
 
 def _section(cfg: DictConfig, name: str, cls: type) -> dict[str, Any]:
@@ -202,7 +329,18 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         label=dataset.label,
         id_column=dataset.id_column,
     )
-    return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir))
+    evaluation = to_evaluation_config(cfg)
+    return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir), evaluation)
+
+
+def to_evaluation_config(cfg: DictConfig) -> EvaluationConfig:
+    """The ``evaluation`` node as an :class:`EvaluationConfig`.
+
+    Its ``seed`` is the evaluation's own (default 0), not the run's: runs with different
+    training seeds are then measured with the same splits, forests and subsamples, so
+    their spread is the generators' alone.
+    """
+    return EvaluationConfig(**_section(cfg, "evaluation", EvaluationConfig))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,10 @@ from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANResult, VFLGANStrategy
 
 from flwr_vflgan.config import Variant
-from flwr_vflgan.data import Span
+from flwr_vflgan.data import Dataset, Span
+from flwr_vflgan.data.registry import image_shape_of
+from flwr_vflgan.evaluation import evaluate_tables
+from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.gan.plain import CentralizedWGANGP
 from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
@@ -82,12 +85,13 @@ def run_experiment(
     torch.set_num_threads(spec.runtime.torch_threads)
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    real: pd.DataFrame | None = None
+    real: Dataset | None = None
     evaluator: Evaluator | None = None
     blocks: list[PartyData] = []
     if spec.output.evaluate or spec.algorithm.variant is Variant.WGAN_GP:
-        real = load_full_table(spec.data)[0].frame
-        blocks = all_blocks(spec.data)
+        table = load_full_table(spec.data)
+        real = table[0]
+        blocks = all_blocks(spec.data, table)
         evaluator = Evaluator(blocks)
     if spec.algorithm.variant is Variant.WGAN_GP:
         if spec.runtime.kind != "inprocess" or grid is not None:
@@ -98,7 +102,7 @@ def run_experiment(
         result = train_centralized(spec, blocks, evaluator, progress)
     else:
         result = train_federated(spec, evaluator, progress, observer, grid)
-    synthetic = conform(result.synthetic, real) if real is not None else result.synthetic
+    synthetic = conform(result.synthetic, real.frame) if real is not None else result.synthetic
     metrics = {
         "algorithm": spec.algorithm.variant.value,
         "dataset": spec.data.source,
@@ -121,14 +125,58 @@ def run_experiment(
         "data": json.loads(spec.data.to_json()),
         "runtime": asdict(spec.runtime),
         "output": asdict(spec.output),
+        "evaluation": spec.evaluation.to_dict(),
         "seed": spec.seed,
     }
-    _write_atomically(run_dir / "synthetic.csv", lambda p: synthetic.to_csv(p, index=False))
-    _write_atomically(run_dir / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
-    _write_atomically(
-        run_dir / "metrics.json", lambda p: p.write_text(json.dumps(metrics, indent=2))
+    write_atomically(run_dir / "synthetic.csv", lambda p: synthetic.to_csv(p, index=False))
+    write_atomically(run_dir / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
+    if spec.output.evaluate and real is not None:
+        metrics["evaluation"] = evaluate_run(spec, real, synthetic, blocks, result.history)
+    write_atomically(
+        run_dir / "metrics.json",
+        lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
     )
     return metrics
+
+
+def evaluate_run(
+    spec: RunSpec,
+    real: Dataset,
+    synthetic: pd.DataFrame,
+    blocks: Sequence[PartyData],
+    history: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The metric suite on the published table; writes ``report.md`` and the plots."""
+    config = spec.evaluation
+    if config.image_shape is None and image_shape_of(spec.data.source) is not None:
+        config = replace(config, image_shape=image_shape_of(spec.data.source))
+    evaluation = evaluate_tables(
+        real.frame,
+        synthetic,
+        real.schema,
+        config=config,
+        parties=[b.schema.names for b in blocks],
+    )
+    write_report(
+        spec.run_dir,
+        evaluation,
+        real.frame,
+        synthetic,
+        real.schema,
+        title=f"{spec.algorithm.variant.value} on {spec.data.source}",
+        history=history,
+        run={
+            "algorithm": spec.algorithm.variant.value,
+            "dataset": spec.data.source,
+            "parties": spec.data.n_parties,
+            "seed": spec.seed,
+            "epochs": spec.algorithm.train.epochs,
+            "runtime": spec.runtime.kind,
+        },
+        plots_enabled=config.plots,
+        image_shape=config.image_shape,
+    )
+    return evaluation.to_dict()
 
 
 def train_federated(
@@ -297,7 +345,16 @@ def conform(synthetic: pd.DataFrame, real: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
+def json_default(value: Any) -> Any:
+    """JSON for numpy scalars and arrays (metric functions may return them)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         write(tmp)

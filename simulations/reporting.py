@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from .config import RunSpec
@@ -44,3 +45,41 @@ class Reporter:
             f"best epoch {best}; FD of synthetic.csv {metrics['fd']:.4f}\n"
             f"wrote {self.spec.run_dir / 'synthetic.csv'} ({metrics['synthetic_rows']} rows), metrics.json, config.json"
         )
+        if "evaluation" in metrics:
+            print_evaluation(metrics["evaluation"], self.spec.run_dir, self.stream)
+
+
+_HEADLINES = {
+    "fidelity": ("fd",),
+    "statistics": (
+        "avg_jsd",
+        "avg_wd",
+        "diff_corr",
+        "diff_corr_avg_client",
+        "diff_corr_across_client",
+    ),
+    "avd": ("k2_avd", "k3_avd", "dcm"),
+    "ai_utility": ("trtr_accuracy", "tstr_accuracy", "total_difference"),
+    "ml_efficacy": ("accuracy_difference", "f1_difference", "auc_difference"),
+    "privacy": ("dcr_median", "holdout_dcr_median", "exact_match_fraction", "nndr_median"),
+    "images": ("image_fd", "inception_score", "real_inception_score"),
+}
+
+
+def print_evaluation(
+    evaluation: dict[str, Any], out_dir: Path, stream: TextIO | None = None
+) -> None:
+    """One line per metric group with its headline numbers, then the files written."""
+    stream = stream or sys.stdout
+    for group, keys in _HEADLINES.items():
+        if group not in evaluation:
+            continue
+        values = evaluation[group]
+        shown = "  ".join(
+            f"{k} {values[k]:.4g}" for k in keys if isinstance(values.get(k), (int, float))
+        )
+        seconds = evaluation.get("seconds", {}).get(group, 0.0)
+        print(f"{group:12s} {shown}  ({seconds:.1f}s)", file=stream, flush=True)
+    for group, why in evaluation.get("skipped", {}).items():
+        print(f"{group:12s} skipped: {why}", file=stream, flush=True)
+    print(f"wrote {out_dir / 'report.md'}, metrics.json and plots", file=stream, flush=True)

@@ -70,6 +70,7 @@ class BuiltinDataset:
     bundled_file: str | None = None  # under flwr_vflgan/data/bundled/
     sep: str = ","
     integer_range: tuple[int, int] | None = None  # inclusive bounds of every integer column
+    image_shape: tuple[int, int] | None = None  # (height, width) when rows are images
 
     def schema(self) -> Schema:
         """The dataset's declared schema."""
@@ -169,6 +170,7 @@ SPAMBASE = BuiltinDataset(
 
 MNIST_5K = BuiltinDataset(
     name="mnist_5k",
+    image_shape=(28, 28),
     columns=MNIST_COLUMNS,
     integer=MNIST_PIXELS,
     continuous=(),

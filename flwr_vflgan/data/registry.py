@@ -26,6 +26,7 @@ __all__ = [
     "DATA_DIR_ENV",
     "Dataset",
     "DatasetUnavailableError",
+    "image_shape_of",
     "list_datasets",
     "load_dataset",
     "load_table",
@@ -90,6 +91,15 @@ class Dataset:
 def list_datasets() -> list[str]:
     """Return the names :func:`load_dataset` accepts, sorted."""
     return sorted(spec.name for spec in BUILTIN_DATASETS)
+
+
+def image_shape_of(name: str) -> tuple[int, int] | None:
+    """``(height, width)`` of a built-in image dataset's rows; ``None`` for tables and
+    for names that are not built-in datasets (for example a file path)."""
+    for spec in BUILTIN_DATASETS:
+        if spec.name == name:
+            return spec.image_shape
+    return None
 
 
 def load_dataset(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> Dataset:

@@ -188,9 +188,12 @@ def party_file(path: str | Path, numeric_scaling: str = "standard") -> PartyData
     return encode_block(dataset.frame.reset_index(drop=True), dataset.schema, ids, numeric_scaling)
 
 
-def all_blocks(spec: DataSpec) -> list[PartyData]:
-    """Every party's block, encoded as each party would (for evaluation and the plain loop)."""
-    dataset, ids = load_full_table(spec)
+def all_blocks(spec: DataSpec, table: tuple[Dataset, pd.Series] | None = None) -> list[PartyData]:
+    """Every party's block, encoded as each party would (for evaluation and the plain loop).
+
+    ``table`` is the spec's :func:`load_full_table` when the caller has loaded it already.
+    """
+    dataset, ids = table if table is not None else load_full_table(spec)
     blocks = []
     for columns in split_columns(spec, dataset.schema):
         schema = dataset.schema.subset(columns)

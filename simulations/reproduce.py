@@ -1,0 +1,268 @@
+"""Regenerate paper 000's Table 1 (AI-training utility) over several seeds.
+
+    python -m simulations.reproduce                       # Adult + German credit, 3 seeds
+    python -m simulations.reproduce reproduce.seeds=[0] reproduce.datasets=[german_credit]
+    python -m simulations.reproduce reproduce.jobs=2 evaluation.statistics=true
+
+For every dataset x algorithm x seed it trains (or reuses a finished run in
+``<out_dir>/<dataset>/<algorithm>/seed<k>/`` whose configuration matches), evaluates
+the published table with the ``evaluation`` node (paper 000's random-forest settings
+with 10-fold cross-validation, and the Frechet distance), and writes
+``<out_dir>/table1.md`` (mean and spread over seeds next to the paper's numbers) and
+``<out_dir>/table1.json``. Runs are independent processes, so ``reproduce.jobs`` runs
+several at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pandas as pd
+from flwr_vflgan.simulations.config import (
+    ReproduceConfig,
+    RunSpec,
+    register_configs,
+    to_run_spec,
+)
+from flwr_vflgan.simulations.pipeline import (
+    evaluate_run,
+    json_default,
+    run_experiment,
+    write_atomically,
+)
+from omegaconf import DictConfig, OmegaConf
+
+from flwr_vflgan.data import list_datasets
+from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
+
+log = logging.getLogger(__name__)
+register_configs()
+
+SETTINGS = ("trtr", "tsts", "trts", "tstr")
+
+# Paper 000, Table 1 (non-DP part): (accuracy, F1) per setting and the Total Difference.
+PAPER_TABLE1: dict[str, dict[str, dict[str, Any]]] = {
+    "adult": {
+        "wgan_gp": {"trtr": (0.82, 0.72), "tsts": (0.82, 0.74), "trts": (0.81, 0.71), "tstr": (0.72, 0.69), "total": 0.17},
+        "vflgan_base": {"trtr": (0.82, 0.72), "tsts": (0.81, 0.66), "trts": (0.80, 0.68), "tstr": (0.76, 0.72), "total": 0.19},
+        "vflgan": {"trtr": (0.82, 0.72), "tsts": (0.82, 0.65), "trts": (0.79, 0.65), "tstr": (0.79, 0.54), "total": 0.38},
+    },
+    "german_credit": {
+        "wgan_gp": {"trtr": (0.75, 0.67), "tsts": (0.68, 0.55), "trts": (0.67, 0.56), "tstr": (0.67, 0.53), "total": 0.60},
+        "vflgan_base": {"trtr": (0.75, 0.67), "tsts": (0.72, 0.67), "trts": (0.64, 0.51), "tstr": (0.63, 0.58), "total": 0.51},
+        "vflgan": {"trtr": (0.75, 0.67), "tsts": (0.77, 0.45), "trts": (0.69, 0.48), "tstr": (0.70, 0.42), "total": 0.79},
+    },
+}  # fmt: skip
+NAMES = {"wgan_gp": "WGAN-GP", "vflgan_base": "VFLGAN-base", "vflgan": "VFLGAN"}
+
+
+def dataset_name(source: str) -> str:
+    """A built-in dataset's name, or a file's stem (``data/loans.csv`` -> ``loans``)."""
+    return source if source in list_datasets() else Path(source).name.split(".")[0]
+
+
+def run_specs(cfg: DictConfig, rc: ReproduceConfig) -> list[RunSpec]:
+    """One validated run spec per dataset x algorithm x seed."""
+    base = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "reproduce"])
+    specs = []
+    for dataset in rc.datasets:
+        for algorithm in rc.algorithms:
+            for seed in rc.seeds:
+                override: dict[str, Any] = {
+                    "seed": seed,
+                    "algorithm": {"variant": algorithm},
+                    "dataset": {"source": dataset},
+                }
+                if dataset in rc.epochs:
+                    override["train"] = {"epochs": int(rc.epochs[dataset])}
+                run_dir = Path(rc.out_dir) / dataset_name(dataset) / algorithm / f"seed{seed}"
+                specs.append(to_run_spec(OmegaConf.merge(base, override), run_dir))
+    return specs
+
+
+def _identity(config: dict[str, Any]) -> dict[str, Any]:
+    data = {k: v for k, v in config.get("data", {}).items() if k != "data_dir"}
+    return {"algorithm": config.get("algorithm"), "data": data, "seed": config.get("seed")}
+
+
+def finished_metrics(spec: RunSpec) -> dict[str, Any] | None:
+    """The metrics of a finished run of exactly this configuration, else ``None``."""
+    metrics_path, config_path = spec.run_dir / "metrics.json", spec.run_dir / "config.json"
+    if not (
+        metrics_path.exists() and config_path.exists() and (spec.run_dir / "synthetic.csv").exists()
+    ):
+        return None
+    # Through JSON, as config.json was written (tuples become lists).
+    wanted = _identity(
+        json.loads(
+            json.dumps(
+                {
+                    "algorithm": spec.algorithm.to_dict(),
+                    "data": json.loads(spec.data.to_json()),
+                    "seed": spec.seed,
+                }
+            )
+        )
+    )
+    if _identity(json.loads(config_path.read_text())) != wanted:
+        log.warning("%s holds a run of another configuration: training again", spec.run_dir)
+        return None
+    return json.loads(metrics_path.read_text())
+
+
+def run_one(spec: RunSpec) -> dict[str, Any]:
+    """Train (unless a matching finished run exists) and evaluate one run."""
+    metrics = finished_metrics(spec)
+    if metrics is None:
+        return run_experiment(spec)
+    evaluation = metrics.get("evaluation", {})
+    if evaluation.get("settings", {}).get("config") != spec.evaluation.to_dict():
+        table = load_full_table(spec.data)
+        synthetic = pd.read_csv(spec.run_dir / "synthetic.csv")
+        metrics["evaluation"] = evaluate_run(
+            spec, table[0], synthetic, all_blocks(spec.data, table), metrics.get("history", [])
+        )
+        write_atomically(
+            spec.run_dir / "metrics.json",
+            lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
+        )
+    return metrics
+
+
+def _mean_spread(values: Sequence[float]) -> tuple[float, float]:
+    clean = [v for v in values if v is not None and not math.isnan(v)]
+    if not clean:
+        return math.nan, math.nan
+    mean = sum(clean) / len(clean)
+    spread = (
+        (sum((v - mean) ** 2 for v in clean) / (len(clean) - 1)) ** 0.5 if len(clean) > 1 else 0.0
+    )
+    return mean, spread
+
+
+def summarise(results: Sequence[tuple[RunSpec, dict[str, Any]]]) -> dict[str, Any]:
+    """Mean and sample standard deviation over seeds of each Table 1 cell and the FD."""
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for spec, metrics in results:
+        key = (dataset_name(spec.data.source), spec.algorithm.variant.value)
+        grouped.setdefault(key, []).append(metrics)
+    table: dict[str, Any] = {}
+    for (dataset, algorithm), runs in grouped.items():
+        cells: dict[str, Any] = {"seeds": [m["seed"] for m in runs]}
+        utility = [m.get("evaluation", {}).get("ai_utility", {}) for m in runs]
+        for setting in SETTINGS:
+            for metric in ("accuracy", "f1"):
+                name = f"{setting}_{metric}"
+                cells[name] = _mean_spread([u.get(name, math.nan) for u in utility])
+        cells["total_difference"] = _mean_spread(
+            [u.get("total_difference", math.nan) for u in utility]
+        )
+        cells["fd"] = _mean_spread([m.get("fd", math.nan) for m in runs])
+        cells["best_epoch"] = [m.get("best_epoch") for m in runs]
+        cells["train_seconds"] = _mean_spread([m.get("wall_seconds", math.nan) for m in runs])
+        table.setdefault(dataset, {})[algorithm] = cells
+    return table
+
+
+def _cell(value: tuple[float, float]) -> str:
+    mean, spread = value
+    return "-" if math.isnan(mean) else f"{mean:.2f} ± {spread:.2f}"
+
+
+def render_table(table: dict[str, Any], rc: ReproduceConfig, folds: int) -> str:
+    """Markdown: per dataset, our mean ± spread per method and the paper's row under it."""
+    header = "| Method | TRTR Acc | TRTR F1 | TSTS Acc | TSTS F1 | TRTS Acc | TRTS F1 | TSTR Acc | TSTR F1 | Total Difference | FD of published table |"
+    lines = [
+        "# Paper 000, Table 1: AI-training utility (random forests)",
+        "",
+        f"Mean ± sample standard deviation over seeds {list(rc.seeds)}; rows marked *paper* are the "
+        "published values (one run each). TRTR/TSTS: "
+        + (
+            f"{folds}-fold cross-validation."
+            if folds
+            else "one stratified 80/20 split (evaluation.cv_folds=0)."
+        ),
+        "",
+    ]
+    for dataset, methods in table.items():
+        epochs = rc.epochs.get(dataset)
+        lines += [
+            f"## {dataset}" + (f" ({epochs} epochs)" if epochs else ""),
+            "",
+            header,
+            "|" + "---|" * 11,
+        ]
+        for algorithm in rc.algorithms:
+            if algorithm not in methods:
+                continue
+            c = methods[algorithm]
+            cells = [_cell(c[f"{s}_{m}"]) for s in SETTINGS for m in ("accuracy", "f1")]
+            lines.append(
+                f"| {NAMES[algorithm]} | "
+                + " | ".join(cells)
+                + f" | {_cell(c['total_difference'])} | {_cell(c['fd'])} |"
+            )
+            paper = PAPER_TABLE1.get(dataset, {}).get(algorithm)
+            if paper:
+                published = [f"{paper[s][i]:.2f}" for s in SETTINGS for i in (0, 1)]
+                lines.append(
+                    "| *paper* | " + " | ".join(published) + f" | {paper['total']:.2f} | - |"
+                )
+        lines.append("")
+    return "\n".join(lines)
+
+
+@hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="reproduce", version_base=None)
+def main(cfg: DictConfig) -> None:
+    """Hydra entry point."""
+    raw = OmegaConf.to_container(cfg.reproduce, resolve=True)
+    assert isinstance(raw, dict)
+    rc = ReproduceConfig(**{str(k): v for k, v in raw.items()})
+    specs = run_specs(cfg, rc)
+    print(f"reproduce: {len(specs)} runs into {rc.out_dir} ({rc.jobs} at a time)", flush=True)
+    results: list[tuple[RunSpec, dict[str, Any]]] = []
+    if rc.jobs == 1:
+        for spec in specs:
+            results.append((spec, _announce(spec, run_one(spec))))
+    else:
+        with ProcessPoolExecutor(rc.jobs, mp_context=get_context("spawn")) as pool:
+            for spec, metrics in zip(specs, pool.map(run_one, specs), strict=True):
+                results.append((spec, _announce(spec, metrics)))
+    table = summarise(results)
+    out = Path(rc.out_dir)
+    text = render_table(table, rc, specs[0].evaluation.cv_folds)
+    write_atomically(out / "table1.md", lambda p: p.write_text(text))
+    write_atomically(
+        out / "table1.json",
+        lambda p: p.write_text(json.dumps(table, indent=2, default=json_default)),
+    )
+    print(text, flush=True)
+    print(f"wrote {out / 'table1.md'} and table1.json", flush=True)
+
+
+def _announce(spec: RunSpec, metrics: dict[str, Any]) -> dict[str, Any]:
+    evaluation = metrics.get("evaluation", {})
+    utility = evaluation.get("ai_utility", {})
+    if "ai_utility" in evaluation.get("skipped", {}):
+        print(
+            f"warning: no Table 1 metrics for {spec.run_dir}: {evaluation['skipped']['ai_utility']}"
+        )
+    print(
+        f"{spec.data.source:14s} {spec.algorithm.variant.value:12s} seed {spec.seed}: "
+        f"FD {metrics.get('fd', math.nan):.4f}  Total Difference {utility.get('total_difference', math.nan):.3f}",
+        flush=True,
+    )
+    return metrics
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""k-AVD (paper 004, eq. 5.1) and the correlation-matrix distance (eq. 5.2)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flwr_vflgan.data.schema import ColumnKind, ColumnSpec, Schema
+from flwr_vflgan.metrics.avd import correlation_matrix_distance, k_avd
+from flwr_vflgan.metrics.tables import MetricInputError
+
+
+def _schema(**kinds: str) -> Schema:
+    return Schema(tuple(ColumnSpec(name, ColumnKind(kind)) for name, kind in kinds.items()))
+
+
+def _categorical_frame(n: int, seed: int, n_columns: int = 5) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 3, size=n)
+    columns = {}
+    for i in range(n_columns):
+        noise = rng.integers(0, 3, size=n)
+        columns[f"c{i}"] = np.where(rng.uniform(size=n) < 0.6, base, noise).astype(str)
+    return pd.DataFrame(columns)
+
+
+CATS = _schema(**{f"c{i}": "categorical" for i in range(5)})
+
+
+def _tvd_reference(real: pd.DataFrame, synthetic: pd.DataFrame, columns: list[str]) -> float:
+    """Total variation distance of the joint marginal, via pandas value counts."""
+    p = real[columns].value_counts(normalize=True)
+    q = synthetic[columns].value_counts(normalize=True)
+    p, q = p.align(q, fill_value=0.0)
+    return 0.5 * float((p - q).abs().sum())
+
+
+# --- k-AVD ---------------------------------------------------------------------------
+
+
+def test_identical_tables_have_zero_avd():
+    frame = _categorical_frame(60, 0)
+    shuffled = frame.sample(frac=1, random_state=1)
+    for k in (1, 2, 3):
+        assert k_avd(frame, shuffled, CATS, k=k) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_disjoint_supports_have_avd_one():
+    real = pd.DataFrame({"a": ["x", "y"], "b": ["p", "q"]})
+    synthetic = pd.DataFrame({"a": ["z", "z", "w"], "b": ["p", "q", "q"]})
+    schema = _schema(a="categorical", b="categorical")
+    # Any 2-way tuple differs in column a, so the supports are disjoint.
+    assert k_avd(real, synthetic, schema, k=2) == pytest.approx(1.0)
+
+
+def test_one_column_by_hand():
+    real = pd.DataFrame({"c": ["a", "a", "b", "b"]})
+    synthetic = pd.DataFrame({"c": ["a", "b", "b", "b"]})
+    # 1/2 (|1/2 - 1/4| + |1/2 - 3/4|) = 1/4.
+    assert k_avd(real, synthetic, _schema(c="categorical"), k=1) == pytest.approx(0.25)
+
+
+def test_numeric_columns_use_real_quantile_bins():
+    real = pd.DataFrame({"x": np.arange(10.0)})
+    # bins=2: the real median 4.5 splits the line; -50 and 100 fall in the end bins.
+    synthetic = pd.DataFrame({"x": [-50.0, 1.0, 2.0, 100.0]})
+    # P_r = (1/2, 1/2), P_s = (3/4, 1/4): TVD = 1/4.
+    assert k_avd(real, synthetic, _schema(x="continuous"), k=1, bins=2) == pytest.approx(0.25)
+
+
+def test_integer_columns_with_few_values_keep_them():
+    real = pd.DataFrame({"n": [1, 2, 3, 1]})
+    synthetic = pd.DataFrame({"n": [1, 2, 4, 4]})
+    # P_r = {1: 1/2, 2: 1/4, 3: 1/4}, P_s = {1: 1/4, 2: 1/4, 4: 1/2}:
+    # 1/2 (1/4 + 0 + 1/4 + 1/2) = 1/2.
+    assert k_avd(real, synthetic, _schema(n="integer"), k=1, bins=10) == pytest.approx(0.5)
+
+
+def test_all_combinations_when_fewer_than_requested():
+    real, synthetic = _categorical_frame(80, 2), _categorical_frame(70, 3)
+    pairs = list(itertools.combinations(CATS.names, 2))  # 10 pairs < 100 requested
+    expected = np.mean([_tvd_reference(real, synthetic, list(pair)) for pair in pairs])
+    assert k_avd(real, synthetic, CATS, k=2) == pytest.approx(expected)
+
+
+def test_sampled_combinations_are_deterministic_under_seed():
+    real, synthetic = _categorical_frame(80, 4), _categorical_frame(80, 5)
+    first = k_avd(real, synthetic, CATS, k=2, n_combinations=4, seed=7)
+    assert k_avd(real, synthetic, CATS, k=2, n_combinations=4, seed=7) == first
+    pairs = list(itertools.combinations(CATS.names, 2))
+    values = {_tvd_reference(real, synthetic, list(pair)) for pair in pairs}
+    # The result is a mean of 4 of the 10 pair distances, so it lies within their range.
+    assert min(values) <= first <= max(values)
+    others = {k_avd(real, synthetic, CATS, k=2, n_combinations=4, seed=s) for s in range(6)}
+    assert len(others) > 1
+
+
+def test_bad_parameters_are_rejected():
+    frame = _categorical_frame(10, 6)
+    with pytest.raises(ValueError, match="k must be >= 1, got 0"):
+        k_avd(frame, frame, CATS, k=0)
+    with pytest.raises(ValueError, match=r"k must be <= the number of columns \(5\), got 6"):
+        k_avd(frame, frame, CATS, k=6)
+    with pytest.raises(ValueError, match="bins must be >= 2, got 1"):
+        k_avd(frame, frame, CATS, bins=1)
+    with pytest.raises(ValueError, match="n_combinations must be >= 1, got 0"):
+        k_avd(frame, frame, CATS, n_combinations=0)
+    with pytest.raises(TypeError, match=r"k must be an integer, got 2\.0"):
+        k_avd(frame, frame, CATS, k=2.0)  # type: ignore[arg-type]
+    with pytest.raises(MetricInputError, match="different columns"):
+        k_avd(frame, frame.drop(columns="c0"), CATS)
+    with pytest.raises(MetricInputError, match="empty"):
+        k_avd(frame.iloc[:0], frame, CATS)
+
+
+# --- correlation-matrix distance -----------------------------------------------------
+
+
+def test_identical_tables_have_zero_dcm():
+    rng = np.random.default_rng(0)
+    frame = _categorical_frame(50, 7).assign(x=rng.normal(size=50))
+    schema = _schema(**{f"c{i}": "categorical" for i in range(5)}, x="continuous")
+    assert correlation_matrix_distance(frame, frame.iloc[::-1], schema) == pytest.approx(
+        0.0, abs=1e-9
+    )
+
+
+def _dcm_two_columns(r1: float, r2: float) -> float:
+    """1 - tr(R1 R2) / (||R1||_F ||R2||_F) for R = [[1, r], [r, 1]], written out."""
+    trace = 2 + 2 * r1 * r2
+    return 1 - trace / (math.sqrt(2 + 2 * r1**2) * math.sqrt(2 + 2 * r2**2))
+
+
+def test_two_numeric_columns_by_hand():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=40)
+    real = pd.DataFrame({"x": x, "y": x + rng.normal(size=40)})
+    synthetic = pd.DataFrame({"x": x, "y": -0.5 * x + rng.normal(size=40)})
+    r1 = np.corrcoef(real["x"], real["y"])[0, 1]
+    r2 = np.corrcoef(synthetic["x"], synthetic["y"])[0, 1]
+    schema = _schema(x="continuous", y="continuous")
+    got = correlation_matrix_distance(real, synthetic, schema)
+    assert got == pytest.approx(_dcm_two_columns(r1, r2))
+
+
+def test_opposite_correlation_reaches_one():
+    x = np.arange(10.0)
+    schema = _schema(x="continuous", y="continuous")
+    real = pd.DataFrame({"x": x, "y": 2 * x})
+    synthetic = pd.DataFrame({"x": x, "y": -x})
+    assert correlation_matrix_distance(real, synthetic, schema) == pytest.approx(1.0)
+
+
+def test_dcm_stays_in_range_with_constant_features():
+    schema = _schema(**{f"c{i}": "categorical" for i in range(5)}, x="continuous")
+    rng = np.random.default_rng(2)
+    real = _categorical_frame(40, 8).assign(x=rng.normal(size=40))
+    # A synthetic table that never uses some categories and has a constant number.
+    synthetic = _categorical_frame(40, 9).assign(c0="0", x=1.0)
+    got = correlation_matrix_distance(real, synthetic, schema)
+    assert 0.0 < got <= 1.0
+    assert math.isfinite(got)
+
+
+def test_dcm_bad_inputs():
+    frame = pd.DataFrame({"x": [1.0, 2.0], "y": [0.0, 1.0]})
+    with pytest.raises(MetricInputError, match="different columns"):
+        correlation_matrix_distance(frame, frame[["x"]])
+    with pytest.raises(MetricInputError, match="not finite"):
+        correlation_matrix_distance(frame, frame.assign(y=np.inf))
