@@ -28,7 +28,7 @@ from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANResult, VFLG
 from flwr_vflgan.config import Variant
 from flwr_vflgan.data import Dataset, Span
 from flwr_vflgan.data.registry import image_shape_of
-from flwr_vflgan.evaluation import evaluate_tables
+from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.gan.plain import CentralizedWGANGP
 from flwr_vflgan.gan.schedule import Schedule
@@ -139,6 +139,14 @@ def run_experiment(
     return metrics
 
 
+def effective_evaluation(spec: RunSpec) -> EvaluationConfig:
+    """The run's evaluation settings, with the image shape of a built-in image dataset."""
+    shape = image_shape_of(spec.data.source)
+    if spec.evaluation.image_shape is None and shape is not None:
+        return replace(spec.evaluation, image_shape=shape)
+    return spec.evaluation
+
+
 def evaluate_run(
     spec: RunSpec,
     real: Dataset,
@@ -147,9 +155,7 @@ def evaluate_run(
     history: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
     """The metric suite on the published table; writes ``report.md`` and the plots."""
-    config = spec.evaluation
-    if config.image_shape is None and image_shape_of(spec.data.source) is not None:
-        config = replace(config, image_shape=image_shape_of(spec.data.source))
+    config = effective_evaluation(spec)
     evaluation = evaluate_tables(
         real.frame,
         synthetic,

@@ -34,6 +34,7 @@ from flwr_vflgan.simulations.config import (
     to_run_spec,
 )
 from flwr_vflgan.simulations.pipeline import (
+    effective_evaluation,
     evaluate_run,
     json_default,
     run_experiment,
@@ -125,7 +126,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     if metrics is None:
         return run_experiment(spec)
     evaluation = metrics.get("evaluation", {})
-    if evaluation.get("settings", {}).get("config") != spec.evaluation.to_dict():
+    if evaluation.get("settings", {}).get("config") != effective_evaluation(spec).to_dict():
         table = load_full_table(spec.data)
         synthetic = pd.read_csv(spec.run_dir / "synthetic.csv")
         metrics["evaluation"] = evaluate_run(

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from flwr_vflgan.metrics.utility import ML_EFFICACY_CLASSIFIERS
+
 __all__ = ["CLASSIFIERS", "METRIC_GROUPS", "EvaluationConfig"]
 
 METRIC_GROUPS = ("fidelity", "statistics", "avd", "ai_utility", "ml_efficacy", "privacy", "images")
 """The metric groups, in report order (also the keys of ``metrics.json["evaluation"]``)."""
 
-CLASSIFIERS = ("decision_tree", "linear_svm", "random_forest", "logistic_regression", "mlp")
+CLASSIFIERS = ML_EFFICACY_CLASSIFIERS
 """Paper 001's five classifiers."""
 
 

@@ -215,7 +215,7 @@ class FeatureEncoder:
         """The design matrix of ``frame`` (float64, one row per row)."""
         parts = [(frame[self.numeric].to_numpy(dtype=np.float64) - self._shift) / self._scale]
         for column, categories in zip(self.categorical, self._categories, strict=True):
-            codes = pd.Categorical(category_strings(frame[column]), categories=categories).codes
+            codes = pd.Index(categories).get_indexer(category_strings(frame[column]))
             onehot = np.zeros((len(frame), len(categories)))
             known = codes >= 0
             onehot[np.flatnonzero(known), codes[known]] = 1.0
