@@ -123,3 +123,14 @@ def test_reproduce_trains_evaluates_tabulates_and_reuses_finished_runs(
     second = run_module("simulations.reproduce", *args, cwd=REPO)
     assert second.returncode == 0, second.stderr[-3000:]
     assert synthetic.stat().st_mtime_ns == stamp, "a finished run was trained again"
+
+
+def test_evaluation_benchmark_reports_every_group_and_the_target(adult_small: Path) -> None:
+    from flwr_vflgan.simulations.bench_evaluate import main
+
+    result = main([f"real={adult_small}", "label=income", *FAST])
+    assert set(result["seconds"]) == {
+        "fidelity", "statistics", "avd", "ai_utility", "ml_efficacy", "privacy",
+    }  # fmt: skip
+    assert result["rows"] == 640 and result["cv_folds"] == 0
+    assert result["within_target"] is (result["total_seconds"] < result["target_seconds"])
