@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from flwr_vflgan.metrics.utility import ML_EFFICACY_CLASSIFIERS
+from flwr_vflgan.metrics import ML_EFFICACY_CLASSIFIERS
 
 __all__ = ["CLASSIFIERS", "METRIC_GROUPS", "EvaluationConfig"]
 

@@ -37,6 +37,7 @@ from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
 from flwr_vflgan.data.schema import Schema
+from flwr_vflgan.metrics import ML_EFFICACY_CLASSIFIERS
 from flwr_vflgan.metrics.tables import FeatureEncoder, category_strings, check_pair
 
 __all__ = [
@@ -53,14 +54,6 @@ logger = logging.getLogger(__name__)
 HOLDOUT_FRACTION = 0.2
 """Share of rows held out for testing: :func:`split_holdout` and ``folds=0``."""
 
-ML_EFFICACY_CLASSIFIERS = (
-    "decision_tree",
-    "linear_svm",
-    "random_forest",
-    "logistic_regression",
-    "mlp",
-)
-"""The five classifiers of paper 001, Section 4.2.1, by the names :func:`ml_efficacy` takes."""
 
 _SETTINGS = ("tsts", "trts", "tstr")
 _SCORES = ("accuracy", "f1")

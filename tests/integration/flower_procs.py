@@ -29,6 +29,7 @@ from typing import TypeVar
 
 BIN_DIR = Path(sys.executable).parent
 HOST = "127.0.0.1"
+STATUS_EVERY = 15.0  # seconds between two `flwr ls` while waiting for a run
 T = TypeVar("T")
 
 
@@ -431,3 +432,43 @@ def fetch_run_log(
     except subprocess.TimeoutExpired:
         text = "(flwr log timed out after 60 s)"
     log_path.write_text(text, encoding="utf-8")
+
+
+def wait_for_run_metrics(
+    processes: FlowerProcesses,
+    run_id: int,
+    superlink: str,
+    run_dir: Path,
+    *,
+    env: Mapping[str, str],
+    cli_log: Path,
+    timeout: float,
+    diagnostics: Callable[[], str],
+    status_every: float = STATUS_EVERY,
+    cwd: Path | None = None,
+) -> None:
+    """Wait until the run has written ``<run_dir>/metrics.json``.
+
+    Asks the SuperLink for the run's status (:func:`run_status`) every ``status_every``
+    seconds, so that a run that ended without its outputs fails at once rather than at
+    ``timeout``. Fails with ``diagnostics()`` when the run ended without
+    ``metrics.json``, on timeout, and (with the logs) as soon as a started process exits.
+    """
+    metrics = run_dir / "metrics.json"
+    last_status = time.monotonic()
+
+    def finished() -> str | None:
+        nonlocal last_status
+        if metrics.is_file():
+            return "metrics"
+        if time.monotonic() - last_status > status_every:
+            last_status = time.monotonic()
+            status = run_status(run_id, superlink, env, cli_log, cwd=cwd)
+            if status is not None and status.startswith("finished"):
+                return status
+        return None
+
+    outcome = processes.wait_until(finished, timeout, str(metrics), on_timeout=diagnostics)
+    if outcome != "metrics":
+        time.sleep(2)  # the status may change just before the outputs are renamed
+        assert metrics.is_file(), f"run ended {outcome}\n{diagnostics()}"

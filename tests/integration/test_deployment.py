@@ -30,9 +30,9 @@ from flower_procs import (
     flower_env,
     flwr_cli,
     free_ports,
-    run_status,
     started_run_id,
     wait_for_port,
+    wait_for_run_metrics,
     write_flower_config,
 )
 from flwr.common.config import parse_config_args
@@ -45,7 +45,6 @@ from flwr_vflgan.runtime.party_data import DataSpec
 REPO = Path(__file__).resolve().parents[2]
 FEDERATION = "testdeploy"
 RUN_TIMEOUT = 300.0  # one exchange costs ~12-15 s in a deployment; this run needs six
-STATUS_EVERY = 15.0
 # UCI Adult's columns in the order of adult.names (the independent reference).
 ADULT_COLUMNS = [
     "age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
@@ -179,27 +178,17 @@ def test_deployment_trains_and_publishes_from_party_files(
         fetch_run_log(run_id, FEDERATION, env, run_log, cwd=tmp_path)
         return processes.logs()
 
-    last_status = [time.monotonic()]
-
-    def finished() -> str | None:
-        if (run_dir / "metrics.json").is_file():
-            return "metrics"
-        if time.monotonic() - last_status[0] > STATUS_EVERY:
-            last_status[0] = time.monotonic()
-            status = run_status(run_id, FEDERATION, env, cli_log, cwd=tmp_path)
-            if status is not None and status.startswith("finished"):
-                return status
-        return None
-
-    outcome = processes.wait_until(
-        finished,
-        RUN_TIMEOUT - (time.monotonic() - started),
-        f"{run_dir / 'metrics.json'}",
-        on_timeout=diagnostics,
+    wait_for_run_metrics(
+        processes,
+        run_id,
+        FEDERATION,
+        run_dir,
+        env=env,
+        cli_log=cli_log,
+        timeout=RUN_TIMEOUT - (time.monotonic() - started),
+        diagnostics=diagnostics,
+        cwd=tmp_path,
     )
-    if outcome != "metrics":
-        time.sleep(2)  # the status may change just before the outputs are renamed
-        assert (run_dir / "metrics.json").is_file(), f"run ended {outcome}\n{diagnostics()}"
 
     try:
         _check_outputs(run_dir, parties, checkpoints, shared_seed, processes)

@@ -23,8 +23,8 @@ from flower_procs import (
     flower_env,
     flwr_cli,
     free_ports,
-    run_status,
     started_run_id,
+    wait_for_run_metrics,
 )
 
 from flwr_vflgan.data import load_dataset
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 300.0  # Ray's start-up dominates: ~20-40 s here, then ~0.1 s per exchange
-STATUS_EVERY = 15.0
 ADULT_COLUMNS = [
     "age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
     "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
@@ -123,27 +122,17 @@ def test_flwr_run_simulation_trains_and_publishes(
             )
         return hint + processes.logs()
 
-    last_status = [time.monotonic()]
-
-    def finished() -> str | None:
-        if (run_dir / "metrics.json").is_file():
-            return "metrics"
-        if time.monotonic() - last_status[0] > STATUS_EVERY:
-            last_status[0] = time.monotonic()
-            status = run_status(run_id, "local", env, cli_log, cwd=tmp_path)
-            if status is not None and status.startswith("finished"):
-                return status
-        return None
-
-    outcome = processes.wait_until(
-        finished,
-        RUN_TIMEOUT - (time.monotonic() - started),
-        f"{run_dir / 'metrics.json'}",
-        on_timeout=diagnostics,
+    wait_for_run_metrics(
+        processes,
+        run_id,
+        "local",
+        run_dir,
+        env=env,
+        cli_log=cli_log,
+        timeout=RUN_TIMEOUT - (time.monotonic() - started),
+        diagnostics=diagnostics,
+        cwd=tmp_path,
     )
-    if outcome != "metrics":
-        time.sleep(2)  # the status may change just before the outputs are renamed
-        assert (run_dir / "metrics.json").is_file(), f"run ended {outcome}\n{diagnostics()}"
     try:
         _check_outputs(run_dir)
         assert (REPO / "pyproject.toml").read_bytes() == pyproject, "pyproject.toml changed"
