@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
+from flwr_vflgan.metrics.tables import MetricInputError
 from flwr_vflgan.nn.models import eval_mode
 
 __all__ = [
@@ -400,7 +401,7 @@ class ImageEvaluator:
         columns = _check_pixel_columns(pixel_columns)
         raw = _pixel_matrix(real, columns, "real")
         if len(real) < _MIN_REAL_ROWS:
-            raise ValueError(
+            raise MetricInputError(
                 f"the real table needs at least {_MIN_REAL_ROWS} rows, got {len(real)}"
             )
         codes, classes = _label_codes(real, label)
@@ -462,7 +463,7 @@ class ImageEvaluator:
         margin = self.config.range_margin * (high - low)
         found_low, found_high = float(raw.min()), float(raw.max())
         if found_low < low - margin or found_high > high + margin:
-            raise ValueError(
+            raise MetricInputError(
                 f"synthetic pixels lie in [{found_low:g}, {found_high:g}] but the real pixels "
                 f"in [{low:g}, {high:g}] (margin {margin:g}): give the synthetic table on the "
                 "real table's pixel scale"
@@ -570,13 +571,15 @@ class ImageEvaluator:
 def _label_codes(real: pd.DataFrame, label: str) -> tuple[np.ndarray, tuple[object, ...]]:
     """Class indices (int64) of the real rows and the sorted classes."""
     if label not in real.columns:
-        raise ValueError(f"label column {label!r} is not in the real table")
+        raise MetricInputError(f"label column {label!r} is not in the real table")
     n_missing = int(real[label].isna().sum())
     if n_missing:
-        raise ValueError(f"label column {label!r} has {n_missing} missing values")
+        raise MetricInputError(f"label column {label!r} has {n_missing} missing values")
     codes, uniques = pd.factorize(real[label], sort=True)
     if len(uniques) < 2:
-        raise ValueError(f"label column {label!r} needs at least 2 classes, got {len(uniques)}")
+        raise MetricInputError(
+            f"label column {label!r} needs at least 2 classes, got {len(uniques)}"
+        )
     return codes.astype(np.int64), tuple(uniques.tolist())
 
 
@@ -585,10 +588,10 @@ def _check_pixel_columns(pixel_columns: Sequence[str]) -> tuple[str, ...]:
         raise TypeError(f"pixel_columns must be a sequence of column names, got {pixel_columns!r}")
     columns = tuple(pixel_columns)
     if not columns:
-        raise ValueError("pixel_columns is empty")
+        raise MetricInputError("pixel_columns is empty")
     if len(set(columns)) != len(columns):
         duplicated = sorted({c for c in columns if columns.count(c) > 1})
-        raise ValueError(f"pixel_columns has duplicates: {duplicated}")
+        raise MetricInputError(f"pixel_columns has duplicates: {duplicated}")
     return columns
 
 
@@ -597,21 +600,23 @@ def _pixel_matrix(table: pd.DataFrame, columns: tuple[str, ...], role: str) -> n
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"the {role} table must be a pandas DataFrame, got {type(table).__name__}")
     if len(table) == 0:
-        raise ValueError(f"the {role} table is empty")
+        raise MetricInputError(f"the {role} table is empty")
     missing = [c for c in columns if c not in table.columns]
     if missing:
         shown = ", ".join(repr(c) for c in missing[:10])
         more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-        raise ValueError(
+        raise MetricInputError(
             f"the {role} table lacks {len(missing)} of {len(columns)} pixel columns: {shown}{more}"
         )
     block = table.loc[:, list(columns)]
     non_numeric = [c for c in columns if not pd.api.types.is_numeric_dtype(block[c].dtype)]
     if non_numeric:
-        raise ValueError(f"the {role} table has non-numeric pixel columns: {non_numeric[:10]}")
+        raise MetricInputError(
+            f"the {role} table has non-numeric pixel columns: {non_numeric[:10]}"
+        )
     matrix = block.to_numpy(dtype=np.float64)
     if not np.isfinite(matrix).all():
-        raise ValueError(
+        raise MetricInputError(
             f"the {role} table has {int((~np.isfinite(matrix)).sum())} missing or infinite pixels"
         )
     return matrix
