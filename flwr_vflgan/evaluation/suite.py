@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from flwr_vflgan.data.schema import Schema
@@ -52,13 +53,32 @@ class Evaluation:
     associations: tuple[pd.DataFrame, pd.DataFrame] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form: the groups' metrics plus ``seconds``, ``skipped``, ``settings``."""
-        return {
-            **self.metrics,
-            "seconds": dict(self.seconds),
-            "skipped": dict(self.skipped),
-            "settings": dict(self.settings),
-        }
+        """JSON-able form: the groups' metrics plus ``seconds``, ``skipped``, ``settings``.
+
+        A metric that is undefined for this pair (NaN, for example TSTS when the
+        synthetic label has one class) becomes ``None``, so ``metrics.json`` stays
+        strict JSON.
+        """
+        return _strict_json(
+            {
+                **self.metrics,
+                "seconds": dict(self.seconds),
+                "skipped": dict(self.skipped),
+                "settings": dict(self.settings),
+            }
+        )
+
+
+def _strict_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict_json(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
 
 
 def evaluate_tables(

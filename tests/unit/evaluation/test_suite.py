@@ -175,3 +175,15 @@ def test_report_has_the_tables_and_plots(real: pd.DataFrame, results: dict, tmp_
     assert "![Association matrices](associations.png)" in text
     assert f"{results['good'].metrics['fidelity']['fd']:.4g}" in text
     assert not list(tmp_path.glob(".*tmp*")), "temporary files left behind"
+
+
+def test_undefined_metrics_are_null_in_the_json_form(real: pd.DataFrame) -> None:
+    one_class = sample(300, 1).assign(y="pos")
+    config = EvaluationConfig(
+        fidelity=False, statistics=False, avd=False, ml_efficacy=False, privacy=False
+    )
+    out = evaluate_tables(real, one_class, SCHEMA, config=config).to_dict()
+    assert out["ai_utility"]["tsts_accuracy"] is None
+    assert out["ai_utility"]["total_difference"] is None
+    assert out["ai_utility"]["tstr_accuracy"] is not None
+    json.dumps(out, allow_nan=False)
