@@ -65,7 +65,9 @@ class DatasetConfig:
     source: str = "adult"
     numeric_scaling: Literal["standard", "minmax"] = "standard"
     data_dir: str | None = None
-    declared: dict[str, str] = field(default_factory=dict)
+    # None, not {}: Hydra's struct mode forbids adding keys to an empty mapping, while
+    # replacing a null with a whole one ('dataset.declared={zip: categorical}') works.
+    declared: dict[str, str] | None = None
     label: str | None = None
     id_column: str | None = None
 
@@ -193,7 +195,7 @@ class EvaluateSpec:
     synthetic: str
     holdout: str | None = None
     label: str | None = None
-    declared: dict[str, str] = field(default_factory=dict)
+    declared: dict[str, str] | None = None
     data_dir: str | None = None
     parties: list[list[str]] | None = None
     n_parties: int | None = None
@@ -217,7 +219,7 @@ def evaluate_node() -> dict[str, Any]:
         "synthetic": "???",
         "holdout": None,
         "label": None,
-        "declared": {},
+        "declared": None,
         "data_dir": None,
         "parties": None,
         "n_parties": None,
