@@ -27,6 +27,7 @@ from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import AlignmentError
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.gan.vflgan import PartyTrainer
+from flwr_vflgan.privacy import BudgetExceededError, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
 from flwr_vflgan.runtime.codec import (
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 ERROR_PROTOCOL = 1
 ERROR_DATA = 2
 ERROR_INTERNAL = 3
+ERROR_BUDGET = 4
 _CACHE_SIZE = 8
 
 
@@ -76,6 +78,11 @@ class VFLGANClient:
             return Message(
                 Error(code=ERROR_PROTOCOL, reason=f"protocol error: {exc}"), reply_to=msg
             )
+        except BudgetExceededError as exc:
+            return Message(
+                Error(code=ERROR_BUDGET, reason=f"privacy budget: {exc}; the step was refused"),
+                reply_to=msg,
+            )
         except (AlignmentError, FileNotFoundError, ValueError, KeyError) as exc:
             return Message(
                 Error(code=ERROR_DATA, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
@@ -101,10 +108,12 @@ class VFLGANClient:
         data_key, data = self._party_data(context, cfg, partition_id)
         shared_seed = _shared_seed(context, int(get_field(cfg, "run_seed", int)))  # type: ignore[call-overload]
         checkpoint_dir = _checkpoint_dir(context, cfg, partition_id)
+        schedule = _schedule(config, data.n_rows)
+        privacy = _privacy_meta(context, config, schedule, resume_step)
         # A setup always starts from freshly initialised models (or the checkpoint below).
         self._trainers.pop(_trainer_key(context, config_json, data_key, shared_seed), None)
         trainer = self._trainer(
-            context, config_json, config, data_key, data, shared_seed, partition_id
+            context, config_json, config, data_key, data, shared_seed, partition_id, privacy
         )
         meta = {
             "config": config_json,
@@ -114,6 +123,7 @@ class VFLGANClient:
             "pending_step": P.NO_STEP,
             "next_step": 0,
             "checkpoint_dir": checkpoint_dir or "",
+            "privacy": privacy,
         }
         snapshots: dict[str, np.ndarray] = {}
         if resume_step != P.NO_STEP:
@@ -135,6 +145,8 @@ class VFLGANClient:
                         "partition_id": partition_id,
                         "n_rows": data.n_rows,
                         "id_digest": data.id_digest,
+                        # Discriminator steps this party's budget allows (-1: no DP).
+                        "dp_allowed_steps": privacy["plan"]["allowed_steps"] if privacy else -1,
                     }
                 )
             }
@@ -179,6 +191,7 @@ class VFLGANClient:
         data: PartyData,
         shared_seed: int,
         partition_id: int,
+        privacy: dict | None,
     ) -> PartyTrainer:
         key = _trainer_key(context, config_json, data_key, shared_seed)
         if key in self._trainers:
@@ -186,7 +199,15 @@ class VFLGANClient:
             return self._trainers[key]
         if config is None:
             config = VFLGANConfig.from_dict(json.loads(config_json))
-        trainer = PartyTrainer(config, data.encoder.spans, data.encoded, shared_seed, partition_id)
+        trainer = PartyTrainer(
+            config,
+            data.encoder.spans,
+            data.encoded,
+            shared_seed,
+            partition_id,
+            PrivacyPlan.restore(config.dp, privacy["plan"]) if privacy else None,
+            privacy["noise_seed"] if privacy else None,
+        )
         self._trainers[key] = trainer
         while len(self._trainers) > _CACHE_SIZE:
             self._trainers.popitem(last=False)
@@ -205,6 +226,7 @@ class VFLGANClient:
             data,
             meta["shared_seed"],
             meta["partition_id"],
+            meta["privacy"],
         )
         flat = context.state[P.STATE_FLAT]
         buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
@@ -248,6 +270,8 @@ class VFLGANClient:
                 else None
             )
             grad_fake = get_tensor(msg.content, P.GRADS, P.FAKE, (batch, width))
+            if kind is StepKind.DISCRIMINATOR and meta["privacy"]:
+                _spend(trainer, meta["privacy"], meta["partition_id"])
             trainer.apply(apply_step, kind, grad_real, grad_fake)
             meta["pending_step"] = P.NO_STEP
             meta["next_step"] = apply_step + 1
@@ -318,8 +342,22 @@ class VFLGANClient:
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
         _save_state(context, trainer, meta, snapshots if promote else None)
+        privacy = meta["privacy"]
+        spent = (
+            trainer.privacy.summary(f"party {meta['partition_id']}", privacy["d_steps"])
+            if privacy and trainer.privacy
+            else None
+        )
         return RecordDict(
-            {P.SYNTHETIC: ConfigRecord({"parquet": buffer.getvalue(), "n_rows": rows})}
+            {
+                P.SYNTHETIC: ConfigRecord(
+                    {
+                        "parquet": buffer.getvalue(),
+                        "n_rows": rows,
+                        "privacy": json.dumps(spent) if spent else "",
+                    }
+                )
+            }
         )
 
 
@@ -375,6 +413,51 @@ def _checkpoint_dir(context: Context, cfg: ConfigRecord, partition_id: int) -> s
 def _schedule(config: VFLGANConfig, n_rows: int) -> Schedule:
     train = config.train
     return Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+
+
+def _privacy_meta(
+    context: Context, config: VFLGANConfig, schedule: Schedule, resume_step: int
+) -> dict | None:
+    """This party's privacy plan, its noise seed and the discriminator steps already taken.
+
+    The noise multiplier is calibrated here, by the party, for the discriminator steps of
+    the schedule (or taken from the configuration); the party then refuses any step its
+    budget does not allow, whatever the server asks.
+    """
+    if not config.dp.enabled:
+        return None
+    plan = plan_privacy(
+        config.dp,
+        dataset_size=schedule.n_rows,
+        batch_size=schedule.batch_size,
+        planned_steps=schedule.d_steps_before(schedule.total_steps),
+    )
+    seed = context.node_config.get(P.NODE_NOISE_SEED)
+    if seed is not None and seed != "":
+        try:
+            noise_seed: int | None = int(seed)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"node_config '{P.NODE_NOISE_SEED}' must be a non-negative integer, got {seed!r}"
+            ) from None
+        if noise_seed is not None and noise_seed < 0:
+            raise ValueError(f"node_config '{P.NODE_NOISE_SEED}' must be >= 0, got {noise_seed}")
+    else:
+        noise_seed = None
+    done = 0 if resume_step == P.NO_STEP else schedule.d_steps_before(resume_step)
+    return {"plan": plan.state(), "noise_seed": noise_seed, "d_steps": done}
+
+
+def _spend(trainer: PartyTrainer, privacy: dict, partition_id: int) -> None:
+    """Count one discriminator step against the budget, or refuse it."""
+    plan = trainer.privacy
+    assert plan is not None  # a party with privacy metadata was built with its plan
+    if privacy["d_steps"] >= plan.allowed_steps:
+        ledger = plan.ledger(f"party {partition_id}", privacy["d_steps"])
+        raise BudgetExceededError(
+            ledger.party, ledger.spent_after(plan.event(1)), ledger.target_epsilon
+        )
+    privacy["d_steps"] += 1
 
 
 def _promote(arrays: dict[str, np.ndarray], partition_id: int) -> None:

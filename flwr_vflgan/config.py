@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+from flwr_vflgan.privacy.config import DPConfig
+
 
 class Variant(StrEnum):
     """Which member of the VFLGAN family to train."""
@@ -179,10 +181,13 @@ class VFLGANConfig:
     variant: Variant = Variant.VFLGAN
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    dp: DPConfig = field(default_factory=DPConfig)
 
     def __post_init__(self) -> None:
         if not isinstance(self.variant, Variant):
             object.__setattr__(self, "variant", parse_variant(self.variant))
+        if isinstance(self.dp, dict):
+            object.__setattr__(self, "dp", DPConfig.from_dict(self.dp))
 
     @property
     def has_local_head(self) -> bool:
@@ -193,6 +198,7 @@ class VFLGANConfig:
         """Plain, JSON-serialisable form (the inverse of :meth:`from_dict`)."""
         out = asdict(self)
         out["variant"] = self.variant.value
+        out["dp"] = self.dp.to_dict()
         return out
 
     @classmethod
@@ -201,12 +207,13 @@ class VFLGANConfig:
         data = dict(data)
         model = _build(ModelConfig, data.pop("model", {}) or {}, "model")
         train = _build(TrainConfig, data.pop("train", {}) or {}, "train")
+        dp = DPConfig.from_dict(dict(data.pop("dp", {}) or {}))
         variant = data.pop("variant", Variant.VFLGAN.value)
         if data:
             raise ValueError(
-                f"unknown VFLGAN config keys {sorted(data)}; valid: ['model', 'train', 'variant']"
+                f"unknown VFLGAN config keys {sorted(data)}; valid: ['dp', 'model', 'train', 'variant']"
             )
-        return cls(variant=parse_variant(variant), model=model, train=train)
+        return cls(variant=parse_variant(variant), model=model, train=train, dp=dp)
 
 
 def parse_variant(value: str | Variant) -> Variant:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig, parse_variant
 from flwr_vflgan.evaluation import EvaluationConfig
+from flwr_vflgan.privacy import DPConfig
 from flwr_vflgan.runtime.party_data import DataSpec
 
 RuntimeKind = Literal["inprocess", "simulation", "deployment"]
@@ -156,6 +157,7 @@ def base_node() -> dict[str, Any]:
         "algorithm": {"variant": "vflgan"},
         "model": plain(ModelConfig()),
         "train": plain(TrainConfig()),
+        "dp": DPConfig().to_dict(),
         "dataset": plain(DatasetConfig()),
         "partition": plain(PartitionConfig()),
         "runtime": plain(RuntimeConfig()),
@@ -255,6 +257,14 @@ class ReproduceConfig:
         second invocation reuses finished runs).
     jobs
         Runs trained at the same time, each in its own process.
+    dp_epsilons
+        Budgets of the DP rows (DP-VFLGAN's Gaussian mechanism, paper 000 Section
+        5.3.2); empty for none.
+    dp_delta
+        Delta of the DP rows per dataset (paper 000: 1e-5 for Adult; see
+        docs/privacy.md for German credit).
+    non_dp
+        Also train the rows without DP.
     """
 
     datasets: tuple[str, ...] = ("adult", "german_credit")
@@ -263,8 +273,18 @@ class ReproduceConfig:
     epochs: dict[str, int] = field(default_factory=lambda: {"adult": 30, "german_credit": 300})
     out_dir: str = "runs/reproduce"
     jobs: int = 1
+    dp_epsilons: tuple[float, ...] = ()
+    dp_delta: dict[str, float] = field(
+        default_factory=lambda: {"adult": 1e-5, "german_credit": 1e-4}
+    )
+    non_dp: bool = True
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "dp_epsilons", tuple(float(e) for e in self.dp_epsilons))
+        if any(not e > 0 for e in self.dp_epsilons):
+            raise ValueError(f"reproduce.dp_epsilons must be > 0, got {list(self.dp_epsilons)}")
+        if not self.non_dp and not self.dp_epsilons:
+            raise ValueError("reproduce.non_dp=false needs reproduce.dp_epsilons: no runs left")
         for name in ("datasets", "algorithms", "seeds"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
             if not getattr(self, name):
@@ -314,6 +334,7 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         variant=variant,
         model=ModelConfig(**_section(cfg, "model", ModelConfig)),
         train=TrainConfig(**_section(cfg, "train", TrainConfig)),
+        dp=DPConfig(**_section(cfg, "dp", DPConfig)),
     )
     dataset = DatasetConfig(**_section(cfg, "dataset", DatasetConfig))
     partition = PartitionConfig(**_section(cfg, "partition", PartitionConfig))

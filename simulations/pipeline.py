@@ -24,6 +24,7 @@ import torch
 from flwr.serverapp import Grid
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANResult, VFLGANStrategy
+from flwr_vflgan.strategies.vflgan import budget_schedule
 
 from flwr_vflgan.config import Variant
 from flwr_vflgan.data import Dataset, Span
@@ -33,6 +34,7 @@ from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.gan.plain import CentralizedWGANGP
 from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
+from flwr_vflgan.privacy import plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
@@ -118,6 +120,8 @@ def run_experiment(
         "train_rows": result.n_rows,
         "synthetic_rows": len(synthetic),
         "resumed_from_step": result.resumed_from_step,
+        "published_generator": result.published,
+        "privacy": privacy_metrics(spec, result),
         "history": result.history,
     }
     config = {
@@ -131,7 +135,9 @@ def run_experiment(
     write_atomically(run_dir / "synthetic.csv", lambda p: synthetic.to_csv(p, index=False))
     write_atomically(run_dir / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
     if spec.output.evaluate and real is not None:
-        metrics["evaluation"] = evaluate_run(spec, real, synthetic, blocks, result.history)
+        metrics["evaluation"] = evaluate_run(
+            spec, real, synthetic, blocks, result.history, metrics["privacy"]
+        )
     write_atomically(
         run_dir / "metrics.json",
         lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
@@ -153,6 +159,7 @@ def evaluate_run(
     synthetic: pd.DataFrame,
     blocks: Sequence[PartyData],
     history: Sequence[dict[str, Any]],
+    privacy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The metric suite on the published table; writes ``report.md`` and the plots."""
     config = effective_evaluation(spec)
@@ -178,6 +185,7 @@ def evaluate_run(
             "seed": spec.seed,
             "epochs": spec.algorithm.train.epochs,
             "runtime": spec.runtime.kind,
+            **privacy_rows(privacy),
         },
         plots_enabled=config.plots,
         image_shape=config.image_shape,
@@ -287,11 +295,22 @@ def train_centralized(
         offset += block.encoder.output_dim
     data = torch.cat([b.encoded for b in blocks], dim=1)
     cfg = spec.algorithm
-    model = CentralizedWGANGP(cfg, spans, data, n_parties=len(blocks), seed=spec.seed)
     train = cfg.train
     schedule = Schedule(
         data.shape[0], train.batch_size, train.n_critic, train.epochs, train.max_steps
     )
+    plan = None
+    budget_stop = None
+    if cfg.dp.enabled:
+        # One data holder (the whole table): its budget is accounted like a party's.
+        plan = plan_privacy(
+            cfg.dp,
+            dataset_size=int(data.shape[0]),
+            batch_size=train.batch_size,
+            planned_steps=schedule.d_steps_before(schedule.total_steps),
+        )
+        schedule, budget_stop = budget_schedule(schedule, {0: plan.allowed_steps})
+    model = CentralizedWGANGP(cfg, spans, data, n_parties=len(blocks), seed=spec.seed, privacy=plan)
     eval_rows = train.eval_rows or data.shape[0]
     history: list[dict[str, float]] = []
     best: tuple[float, int, dict] | None = None
@@ -315,7 +334,9 @@ def train_centralized(
                 best = (fd, epoch, {k: v.clone() for k, v in model.generator.state_dict().items()})
             if progress is not None:
                 progress({**record, "best_fd": best[0], "total_steps": schedule.total_steps})
-    if best is not None:
+    use_best = best is not None and (not cfg.dp.enabled or cfg.dp.select_by_fd)
+    if use_best:
+        assert best is not None
         model.generator.load_state_dict(best[2])
     rows = model.generate(spec.output.publish_rows or data.shape[0], 0).numpy()
     widths = [b.encoder.output_dim for b in blocks]
@@ -336,7 +357,48 @@ def train_centralized(
         exchanges=0,
         wall_seconds=time.monotonic() - started,
         n_rows=int(data.shape[0]),
+        privacy=[plan.summary("centralized", schedule.d_steps_before(schedule.total_steps))]
+        if plan
+        else [],
+        budget_stop=budget_stop,
+        published="best_fd" if use_best else "last",
     )
+
+
+def privacy_metrics(spec: RunSpec, result: VFLGANResult) -> dict[str, Any] | None:
+    """``metrics.json``'s ``privacy``: the mechanism and what each data holder spent."""
+    dp = spec.algorithm.dp
+    if not dp.enabled:
+        return None
+    return {
+        "mechanism": dp.mechanism.value,
+        "target_epsilon": dp.target_epsilon,
+        "delta": dp.delta,
+        "conversion": dp.conversion.value,
+        "epsilon": max(p["epsilon"] for p in result.privacy),
+        "parties": result.privacy,
+        "budget_stop": result.budget_stop,
+        "published_generator": result.published,
+    }
+
+
+def privacy_rows(privacy: dict[str, Any] | None) -> dict[str, Any]:
+    """Rows of report.md's run table for a DP run (none without DP)."""
+    if not privacy:
+        return {}
+    rows: dict[str, Any] = {
+        "dp mechanism": privacy["mechanism"],
+        "dp target": f"epsilon {privacy['target_epsilon']:g}, delta {privacy['delta']:g}",
+    }
+    for party in privacy["parties"]:
+        rows[f"epsilon spent ({party['party']})"] = (
+            f"{party['epsilon']:.4f} after {party['steps']} discriminator steps, sigma "
+            f"{party['noise_multiplier']:.4f}, {party['accountant']}, {party['conversion']} conversion"
+        )
+    if privacy["budget_stop"]:
+        rows["stopped early"] = privacy["budget_stop"]
+    rows["published generator"] = privacy["published_generator"]
+    return rows
 
 
 def conform(synthetic: pd.DataFrame, real: pd.DataFrame) -> pd.DataFrame:

@@ -24,9 +24,15 @@ class Reporter:
         s = self.spec
         t = s.algorithm.train
         steps = f", max_steps={t.max_steps}" if t.max_steps else ""
+        dp = s.algorithm.dp
+        privacy = (
+            f", dp={dp.mechanism.value} (epsilon {dp.target_epsilon:g}, delta {dp.delta:g})"
+            if dp.enabled
+            else ""
+        )
         self._print(
             f"flwr-vflgan: {s.algorithm.variant.value} on {s.data.source}, {s.data.n_parties} parties, "
-            f"runtime={s.runtime.kind}, epochs={t.epochs}{steps}, seed={s.seed}\n"
+            f"runtime={s.runtime.kind}, epochs={t.epochs}{steps}, seed={s.seed}{privacy}\n"
             f"run directory: {s.run_dir}"
         )
 
@@ -40,11 +46,24 @@ class Reporter:
     def finish(self, metrics: dict[str, Any]) -> None:
         """The summary after the outputs were written."""
         best = metrics["best_epoch"]
+        fd = "not evaluated" if metrics["fd"] is None else f"{metrics['fd']:.4f}"
         self._print(
             f"done in {metrics['wall_seconds']:.0f}s: {metrics['steps']} steps, {metrics['exchanges']} exchanges; "
-            f"best epoch {best}; FD of synthetic.csv {metrics['fd']:.4f}\n"
+            f"best epoch {best}; FD of synthetic.csv {fd}\n"
             f"wrote {self.spec.run_dir / 'synthetic.csv'} ({metrics['synthetic_rows']} rows), metrics.json, config.json"
         )
+        privacy = metrics.get("privacy")
+        if privacy:
+            for party in privacy["parties"]:
+                self._print(
+                    f"privacy      {party['party']}: epsilon {party['epsilon']:.4f} of "
+                    f"{party['target_epsilon']:g} at delta {party['delta']:g} "
+                    f"({privacy['mechanism']}, sigma {party['noise_multiplier']:.4f}, "
+                    f"{party['steps']} discriminator steps, {party['accountant']}, "
+                    f"{party['conversion']} conversion)"
+                )
+            if privacy["budget_stop"]:
+                self._print(f"privacy      stopped early: {privacy['budget_stop']}")
         if "evaluation" in metrics:
             print_evaluation(metrics["evaluation"], self.spec.run_dir, self.stream)
 

@@ -63,7 +63,30 @@ PAPER_TABLE1: dict[str, dict[str, dict[str, Any]]] = {
         "vflgan": {"trtr": (0.75, 0.67), "tsts": (0.77, 0.45), "trts": (0.69, 0.48), "tstr": (0.70, 0.42), "total": 0.79},
     },
 }  # fmt: skip
+# Paper 000, Table 1, DP part: (10, 1e-5)-DP on Adult, (10, 1e-3)-DP on Credit.
+PAPER_TABLE1_DP: dict[str, dict[str, dict[str, Any]]] = {
+    "adult": {
+        "wgan_gp": {"trtr": (0.82, 0.72), "tsts": (0.84, 0.78), "trts": (0.82, 0.72), "tstr": (0.75, 0.71), "total": 0.16},
+        "vflgan_base": {"trtr": (0.82, 0.72), "tsts": (0.82, 0.72), "trts": (0.80, 0.69), "tstr": (0.82, 0.72), "total": 0.05},
+        "vflgan": {"trtr": (0.82, 0.72), "tsts": (0.83, 0.78), "trts": (0.82, 0.73), "tstr": (0.75, 0.71), "total": 0.16},
+    },
+    "german_credit": {
+        "wgan_gp": {"trtr": (0.75, 0.67), "tsts": (0.78, 0.70), "trts": (0.74, 0.63), "tstr": (0.71, 0.63), "total": 0.19},
+        "vflgan_base": {"trtr": (0.75, 0.67), "tsts": (0.66, 0.43), "trts": (0.63, 0.49), "tstr": (0.69, 0.45), "total": 0.93},
+        "vflgan": {"trtr": (0.75, 0.67), "tsts": (0.72, 0.65), "trts": (0.67, 0.54), "tstr": (0.67, 0.56), "total": 0.45},
+    },
+}  # fmt: skip
+PAPER_DP_EPSILON = 10.0
 NAMES = {"wgan_gp": "WGAN-GP", "vflgan_base": "VFLGAN-base", "vflgan": "VFLGAN"}
+
+
+def method_key(algorithm: str, epsilon: float | None) -> str:
+    """A table row's key: the algorithm, with ``@dp<epsilon>`` for a DP row."""
+    return algorithm if epsilon is None else f"{algorithm}@dp{epsilon:g}"
+
+
+def _variants(rc: ReproduceConfig) -> list[float | None]:
+    return ([None] if rc.non_dp else []) + list(rc.dp_epsilons)
 
 
 def dataset_name(source: str) -> str:
@@ -76,17 +99,35 @@ def run_specs(cfg: DictConfig, rc: ReproduceConfig) -> list[RunSpec]:
     base = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "reproduce"])
     specs = []
     for dataset in rc.datasets:
-        for algorithm in rc.algorithms:
-            for seed in rc.seeds:
-                override: dict[str, Any] = {
-                    "seed": seed,
-                    "algorithm": {"variant": algorithm},
-                    "dataset": {"source": dataset},
-                }
-                if dataset in rc.epochs:
-                    override["train"] = {"epochs": int(rc.epochs[dataset])}
-                run_dir = Path(rc.out_dir) / dataset_name(dataset) / algorithm / f"seed{seed}"
-                specs.append(to_run_spec(OmegaConf.merge(base, override), run_dir))
+        for epsilon in _variants(rc):
+            for algorithm in rc.algorithms:
+                for seed in rc.seeds:
+                    override: dict[str, Any] = {
+                        "seed": seed,
+                        "algorithm": {"variant": algorithm},
+                        "dataset": {"source": dataset},
+                    }
+                    if dataset in rc.epochs:
+                        override["train"] = {"epochs": int(rc.epochs[dataset])}
+                    if epsilon is not None:
+                        name = dataset_name(dataset)
+                        if name not in rc.dp_delta:
+                            raise ValueError(
+                                f"reproduce.dp_delta has no delta for {name}; "
+                                f"set reproduce.dp_delta.{name}=..."
+                            )
+                        override["dp"] = {
+                            "mechanism": "vflgan_gaussian",
+                            "target_epsilon": epsilon,
+                            "delta": float(rc.dp_delta[name]),
+                        }
+                    run_dir = (
+                        Path(rc.out_dir)
+                        / dataset_name(dataset)
+                        / method_key(algorithm, epsilon).replace("@", "-")
+                        / f"seed{seed}"
+                    )
+                    specs.append(to_run_spec(OmegaConf.merge(base, override), run_dir))
     return specs
 
 
@@ -130,7 +171,12 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         table = load_full_table(spec.data)
         synthetic = pd.read_csv(spec.run_dir / "synthetic.csv")
         metrics["evaluation"] = evaluate_run(
-            spec, table[0], synthetic, all_blocks(spec.data, table), metrics.get("history", [])
+            spec,
+            table[0],
+            synthetic,
+            all_blocks(spec.data, table),
+            metrics.get("history", []),
+            metrics.get("privacy"),
         )
         write_atomically(
             spec.run_dir / "metrics.json",
@@ -154,7 +200,9 @@ def summarise(results: Sequence[tuple[RunSpec, dict[str, Any]]]) -> dict[str, An
     """Mean and sample standard deviation over seeds of each Table 1 cell and the FD."""
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for spec, metrics in results:
-        key = (dataset_name(spec.data.source), spec.algorithm.variant.value)
+        dp = spec.algorithm.dp
+        epsilon = dp.target_epsilon if dp.enabled else None
+        key = (dataset_name(spec.data.source), method_key(spec.algorithm.variant.value, epsilon))
         grouped.setdefault(key, []).append(metrics)
     table: dict[str, Any] = {}
     for (dataset, algorithm), runs in grouped.items():
@@ -170,6 +218,8 @@ def summarise(results: Sequence[tuple[RunSpec, dict[str, Any]]]) -> dict[str, An
         cells["fd"] = _mean_spread([m.get("fd", math.nan) for m in runs])
         cells["best_epoch"] = [m.get("best_epoch") for m in runs]
         cells["train_seconds"] = _mean_spread([m.get("wall_seconds", math.nan) for m in runs])
+        spent = [(m.get("privacy") or {}).get("epsilon") for m in runs]
+        cells["epsilon_spent"] = max((e for e in spent if e is not None), default=None)
         table.setdefault(dataset, {})[algorithm] = cells
     return table
 
@@ -202,24 +252,43 @@ def render_table(table: dict[str, Any], rc: ReproduceConfig, folds: int) -> str:
             header,
             "|" + "---|" * 11,
         ]
-        for algorithm in rc.algorithms:
-            if algorithm not in methods:
-                continue
-            c = methods[algorithm]
-            cells = [_cell(c[f"{s}_{m}"]) for s in SETTINGS for m in ("accuracy", "f1")]
-            lines.append(
-                f"| {NAMES[algorithm]} | "
-                + " | ".join(cells)
-                + f" | {_cell(c['total_difference'])} | {_cell(c['fd'])} |"
-            )
-            paper = PAPER_TABLE1.get(dataset, {}).get(algorithm)
-            if paper:
-                published = [f"{paper[s][i]:.2f}" for s in SETTINGS for i in (0, 1)]
-                lines.append(
-                    "| *paper* | " + " | ".join(published) + f" | {paper['total']:.2f} | - |"
-                )
+        for epsilon in _variants(rc):
+            for algorithm in rc.algorithms:
+                key = method_key(algorithm, epsilon)
+                if key not in methods:
+                    continue
+                lines += _method_rows(dataset, algorithm, epsilon, methods[key], rc)
         lines.append("")
     return "\n".join(lines)
+
+
+def _method_rows(
+    dataset: str, algorithm: str, epsilon: float | None, c: dict[str, Any], rc: ReproduceConfig
+) -> list[str]:
+    """Our row for one method and, where the paper has one, the paper's row."""
+    cells = [_cell(c[f"{s}_{m}"]) for s in SETTINGS for m in ("accuracy", "f1")]
+    name = NAMES[algorithm]
+    if epsilon is not None:
+        delta = rc.dp_delta.get(dataset)
+        spent = c.get("epsilon_spent")
+        name = f"DP-{name} (ε={epsilon:g}, δ={delta:g}" + (
+            f"; spent ≤ {spent:.2f})" if spent is not None else ")"
+        )
+    lines = [
+        f"| {name} | "
+        + " | ".join(cells)
+        + f" | {_cell(c['total_difference'])} | {_cell(c['fd'])} |"
+    ]
+    if epsilon is None:
+        paper = PAPER_TABLE1.get(dataset, {}).get(algorithm)
+    elif epsilon == PAPER_DP_EPSILON:
+        paper = PAPER_TABLE1_DP.get(dataset, {}).get(algorithm)
+    else:
+        paper = None
+    if paper:
+        published = [f"{paper[s][i]:.2f}" for s in SETTINGS for i in (0, 1)]
+        lines.append("| *paper* | " + " | ".join(published) + f" | {paper['total']:.2f} | - |")
+    return lines
 
 
 @hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="reproduce", version_base=None)

@@ -27,14 +27,14 @@ register_configs()
 
 @hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> float:
-    """Hydra entry point; returns the final Frechet distance (for sweepers)."""
+    """Hydra entry point; returns the final Frechet distance (for sweepers; NaN unevaluated)."""
     run_dir = HydraConfig.get().runtime.output_dir
     spec = to_run_spec(cfg, run_dir)
     reporter = Reporter(spec)
     reporter.start()
     metrics = run_experiment(spec, progress=reporter.progress)
     reporter.finish(metrics)
-    return float(metrics["fd"])
+    return float("nan") if metrics["fd"] is None else float(metrics["fd"])
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +65,12 @@ class VFLGANResult:
     resumed_from_step: int | None = None
     train_seconds: float = 0.0
     """Wall time of the training loop alone (no setup, no publication)."""
+    privacy: list[dict] = field(default_factory=list)
+    """Each party's spent epsilon and how it was accounted (empty without DP)."""
+    budget_stop: str | None = None
+    """Why training stopped before its schedule's end to stay within a budget, if it did."""
+    published: str = "last"
+    """Which generators were published: ``best_fd`` (lowest Frechet distance) or ``last``."""
 
 
 @dataclass
@@ -178,8 +184,11 @@ class VFLGANStrategy:
         )
         return [Message(RecordDict({P.CONFIG: record}), node, P.SETUP) for node in node_ids]
 
-    def aggregate_setup(self, replies: Mapping[int, Message]) -> tuple[list[int], int]:
-        """Node ids ordered by partition id, and the common row count.
+    def aggregate_setup(
+        self, replies: Mapping[int, Message]
+    ) -> tuple[list[int], int, dict[int, int]]:
+        """Node ids ordered by partition id, the common row count, and each DP party's
+        allowance of discriminator steps (empty without DP).
 
         Raises
         ------
@@ -189,6 +198,7 @@ class VFLGANStrategy:
         by_partition: dict[int, int] = {}
         rows: dict[int, int] = {}
         digests: dict[int, str] = {}
+        allowed: dict[int, int] = {}
         for node, reply in replies.items():
             cfg = get_config(reply.content, P.CONFIG)
             pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
@@ -199,6 +209,11 @@ class VFLGANStrategy:
             by_partition[pid] = node
             rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
             digests[pid] = str(get_field(cfg, "id_digest", str))
+            steps = int(get_field(cfg, "dp_allowed_steps", int))  # type: ignore[call-overload]
+            if self.config.dp.enabled:
+                if steps < 0:
+                    raise RunStopped(f"party {pid} reports no privacy budget for a DP run")
+                allowed[pid] = steps
         expected = set(range(self.n_parties))
         if set(by_partition) != expected:
             raise RunStopped(
@@ -208,7 +223,7 @@ class VFLGANStrategy:
             check_aligned(digests, rows)
         except ValueError as exc:
             raise RunStopped(f"the parties' rows do not line up: {exc}") from exc
-        return [by_partition[p] for p in sorted(by_partition)], rows[0]
+        return [by_partition[p] for p in sorted(by_partition)], rows[0], allowed
 
     # -- training steps ------------------------------------------------------------------
     def configure_step(
@@ -299,9 +314,10 @@ class VFLGANStrategy:
             timeout=self.timeout,
             describe="setup",
         )
-        order, n_rows = self.aggregate_setup(setup_replies)
+        order, n_rows, allowed = self.aggregate_setup(setup_replies)
         train = self.config.train
         schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+        schedule, budget_stop = budget_schedule(schedule, allowed)
         server = ServerTrainer(self.config, self.n_parties, self.seed)
         history: list[dict[str, float]] = []
         best_fd: float | None = None
@@ -400,7 +416,12 @@ class VFLGANStrategy:
             step += 1
 
         train_seconds = time.monotonic() - loop_started
-        synthetic = self._publish(grid, order, n_rows, promote, use_best=best_epoch is not None)
+        # Choosing an epoch by its distance to the real table reads the real data outside
+        # the DP mechanism, so under DP the last generators are published unless asked.
+        use_best = best_epoch is not None and (
+            not self.config.dp.enabled or self.config.dp.select_by_fd
+        )
+        synthetic, privacy = self._publish(grid, order, n_rows, promote, use_best=use_best)
         exchanges += 1
         return VFLGANResult(
             synthetic=synthetic,
@@ -413,11 +434,14 @@ class VFLGANStrategy:
             n_rows=n_rows,
             resumed_from_step=start_step if resume else None,
             train_seconds=train_seconds,
+            privacy=privacy,
+            budget_stop=budget_stop,
+            published="best_fd" if use_best else "last",
         )
 
     def _publish(
         self, grid: Grid, order: Sequence[int], n_rows: int, promote: bool, use_best: bool
-    ) -> pd.DataFrame:
+    ) -> tuple[pd.DataFrame, list[dict]]:
         rows = self.publish_rows or n_rows
         messages = [
             Message(
@@ -445,13 +469,18 @@ class VFLGANStrategy:
             timeout=self.timeout,
             describe="publication",
         )
-        blocks = []
+        blocks, privacy = [], []
         for node in order:
             try:
                 record = get_config(replies[node].content, P.SYNTHETIC)
                 block = pd.read_parquet(io.BytesIO(get_field(record, "parquet", bytes)))  # type: ignore[arg-type]
+                spent = str(get_field(record, "privacy", str))
             except (ProtocolError, OSError, ValueError) as exc:
                 raise RunStopped(f"node {node} sent an unreadable synthetic block: {exc}") from exc
+            if self.config.dp.enabled:
+                if not spent:
+                    raise RunStopped(f"node {node} published without reporting its privacy spend")
+                privacy.append(json.loads(spent))
             if len(block) != rows:
                 raise RunStopped(f"node {node} sent {len(block)} synthetic rows, expected {rows}")
             blocks.append(block)
@@ -462,7 +491,7 @@ class VFLGANStrategy:
             )
         # Shuffle rows before publication so row order reveals nothing about the noise draws.
         permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
-        return table.iloc[permutation].reset_index(drop=True)
+        return table.iloc[permutation].reset_index(drop=True), privacy
 
     def _wait_for_nodes(self, grid: Grid) -> list[int]:
         deadline = time.monotonic() + self.node_wait_timeout
@@ -493,3 +522,25 @@ class VFLGANStrategy:
                 "use a new run directory to start afresh"
             )
         return arrays, meta
+
+
+def budget_schedule(schedule: Schedule, allowed: Mapping[int, int]) -> tuple[Schedule, str | None]:
+    """``schedule`` cut so that no party takes more discriminator steps than it allows.
+
+    Returns the schedule and, if it was cut, the reason (naming the tightest party).
+    """
+    if not allowed:
+        return schedule, None
+    party = min(allowed, key=lambda p: (allowed[p], p))
+    planned = schedule.d_steps_before(schedule.total_steps)
+    if planned <= allowed[party]:
+        return schedule, None
+    stop = schedule.last_step_within(allowed[party])
+    reason = (
+        f"party {party}'s privacy budget allows {allowed[party]} discriminator steps of the "
+        f"{planned} planned: training stops after step {stop} of {schedule.total_steps}"
+    )
+    log.warning("%s", reason)
+    if stop == 0:
+        raise RunStopped(reason)
+    return replace(schedule, max_steps=stop), reason

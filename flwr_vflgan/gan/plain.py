@@ -31,6 +31,13 @@ from flwr_vflgan.nn.models import (
     eval_mode,
     seeded_init,
 )
+from flwr_vflgan.privacy.config import Mechanism, PrivacyPlan
+from flwr_vflgan.privacy.mechanisms import (
+    FirstLayerGaussian,
+    privatize_first_layers,
+    wgan_gp_row_loss,
+)
+from flwr_vflgan.privacy.updates import discriminator_update
 from flwr_vflgan.runtime.rng import (
     Stream,
     batch_indices,
@@ -42,7 +49,13 @@ from flwr_vflgan.runtime.rng import (
 
 
 class PlainVFLGAN:
-    """All parties and the server in one process, one graph per step."""
+    """All parties and the server in one process, one graph per step.
+
+    With a ``vflgan_gaussian`` privacy plan every party's first-layer gradient is
+    clipped and noised exactly as :class:`~flwr_vflgan.gan.vflgan.PartyTrainer` does it
+    (same noise draws). Per-sample DP-SGD needs each party's own update and is only
+    available through the protocol.
+    """
 
     def __init__(
         self,
@@ -51,7 +64,13 @@ class PlainVFLGAN:
         party_data: Sequence[torch.Tensor],
         shared_seed: int,
         server_seed: int,
+        privacy: PrivacyPlan | None = None,
     ) -> None:
+        if privacy is not None and privacy.config.mechanism is not Mechanism.VFLGAN_GAUSSIAN:
+            raise ValueError(
+                f"PlainVFLGAN implements dp.mechanism=vflgan_gaussian only, got "
+                f"{privacy.config.mechanism.value}: train DP-SGD through the protocol"
+            )
         if len(party_spans) != len(party_data):
             raise ValueError(f"{len(party_spans)} span lists but {len(party_data)} data blocks")
         rows = {int(d.shape[0]) for d in party_data}
@@ -59,10 +78,13 @@ class PlainVFLGAN:
             raise ValueError(f"parties hold different row counts: {sorted(rows)}")
         self.config = config
         self.parties = [
-            PartyTrainer(config, spans, data, shared_seed, index)
+            PartyTrainer(config, spans, data, shared_seed, index, privacy)
             for index, (spans, data) in enumerate(zip(party_spans, party_data, strict=True))
         ]
         self.server = ServerTrainer(config, len(self.parties), server_seed)
+        self.mechanism = (
+            FirstLayerGaussian(privacy.clip, privacy.noise_multiplier) if privacy else None
+        )
 
     def step(self, step: int, kind: StepKind) -> float:
         """Run one step; returns ``L_{D_s}`` (D step) or ``-E[D_s(f~)]`` (G step)."""
@@ -106,6 +128,12 @@ class PlainVFLGAN:
         for party in self.parties:
             party.d_opt.zero_grad(set_to_none=True)
         total.backward()
+        if self.mechanism is not None:
+            for party in self.parties:
+                # The party's own noise stream, as its FirstLayerUpdate draws it.
+                update = party.d_update
+                generator = torch_generator(update.noise_seed, Stream.DP_NOISE, step)  # type: ignore[attr-defined]
+                privatize_first_layers([party.discriminator], self.mechanism, generator)
         self.server.opt.step()
         for party in self.parties:
             party.d_opt.step()
@@ -177,6 +205,9 @@ class CentralizedWGANGP:
         Width multiplier: the number of parties of the VFLGAN run it is compared with.
     seed
         Seed of every random draw.
+    privacy
+        How the critic's steps are noised (``None``: not at all). ``vflgan_gaussian``
+        noises the first layer of the critic, the paper's DP-WGAN_GP.
     """
 
     def __init__(
@@ -186,6 +217,7 @@ class CentralizedWGANGP:
         data: torch.Tensor,
         n_parties: int,
         seed: int,
+        privacy: PrivacyPlan | None = None,
     ) -> None:
         if n_parties < 1:
             raise ValueError(f"n_parties must be >= 1, got {n_parties}")
@@ -221,6 +253,9 @@ class CentralizedWGANGP:
         self.d_opt = torch.optim.Adam(
             self.critic.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )
+        self.privacy = privacy
+        self.d_update = discriminator_update(privacy, derive_seed(seed, Stream.DP_NOISE))
+        self._row_loss = wgan_gp_row_loss(train.gp_weight)
 
     def _fake(self, step: int) -> torch.Tensor:
         z = latent_noise(
@@ -236,11 +271,14 @@ class CentralizedWGANGP:
             with torch.no_grad():
                 fake = self._fake(step)
             alpha = uniform_alpha(self.seed, Stream.LOCAL_ALPHA, step, real.shape[0])
-            loss, _ = critic_loss(self.critic, real, fake, alpha, train.gp_weight)
-            self.d_opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.d_opt.step()
-            return float(loss.detach())
+            return self.d_update(
+                self.critic,
+                self.d_opt,
+                lambda: critic_loss(self.critic, real, fake, alpha, train.gp_weight)[0],
+                self._row_loss,
+                (real, fake, alpha),
+                step,
+            )
         loss = generator_loss(self.critic(self._fake(step)))
         self.g_opt.zero_grad(set_to_none=True)
         loss.backward()

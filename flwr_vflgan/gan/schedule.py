@@ -85,3 +85,28 @@ class Schedule:
     def ends_epoch(self, step: int) -> bool:
         """Whether step ``step`` is the last step of its epoch."""
         return (step + 1) % self.steps_per_epoch == 0
+
+    def d_steps_before(self, step: int) -> int:
+        """Discriminator steps among steps ``0 .. step - 1`` (the accounted releases)."""
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        epochs, within = divmod(step, self.steps_per_epoch)
+        cycle = self.n_critic + 1
+        generator_region = (self.d_steps_per_epoch // self.n_critic) * cycle
+        return epochs * self.d_steps_per_epoch + within - min(within, generator_region) // cycle
+
+    def last_step_within(self, d_steps: int) -> int:
+        """The most steps (from 0, capped at ``total_steps``) that hold at most ``d_steps``
+        discriminator steps: where training must stop when only ``d_steps`` are allowed."""
+        if d_steps < 0:
+            raise ValueError(f"d_steps must be >= 0, got {d_steps}")
+        low, high = 0, self.total_steps
+        if self.d_steps_before(high) <= d_steps:
+            return high
+        while high - low > 1:  # d_steps_before(low) <= d_steps < d_steps_before(high)
+            middle = (low + high) // 2
+            if self.d_steps_before(middle) <= d_steps:
+                low = middle
+            else:
+                high = middle
+        return low

@@ -19,7 +19,7 @@ VFLGAN-base drops ``D_i^2`` and ``L_{D_i}`` (Appendix A.5).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +37,9 @@ from flwr_vflgan.nn.models import (
     frozen_batchnorm_stats,
     seeded_init,
 )
+from flwr_vflgan.privacy.config import PrivacyPlan
+from flwr_vflgan.privacy.mechanisms import row_penalty
+from flwr_vflgan.privacy.updates import discriminator_update
 from flwr_vflgan.runtime.flat import FlatState
 from flwr_vflgan.runtime.rng import (
     Stream,
@@ -86,6 +89,12 @@ class PartyTrainer:
         local gradient-penalty interpolation weights come from it.
     party
         This party's index (its Gumbel noise is private to it).
+    privacy
+        How this party's discriminator steps are noised (``None``: not at all); see
+        :func:`~flwr_vflgan.privacy.config.plan_privacy`.
+    noise_seed
+        Seed of the DP noise, known to this party alone; by default derived from the
+        party's seed (reproducible, but then the other parties could recompute it).
     """
 
     def __init__(
@@ -95,6 +104,8 @@ class PartyTrainer:
         data: torch.Tensor,
         shared_seed: int,
         party: int,
+        privacy: PrivacyPlan | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         if data.dtype != torch.float32 or data.ndim != 2:
             raise ValueError(
@@ -134,6 +145,10 @@ class PartyTrainer:
             self.discriminator.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )
         self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
+        self.privacy = privacy
+        if noise_seed is None:
+            noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
+        self.d_update = discriminator_update(privacy, noise_seed)
 
     # -- random draws of a step ------------------------------------------------------
     def _batch(self, step: int) -> torch.Tensor:
@@ -167,7 +182,9 @@ class PartyTrainer:
     ) -> float:
         """Update ``D_i`` (D step) or ``G_i`` (G step) from the server's feature gradients.
 
-        Returns the party's local loss (``L_{D_i}``, or ``-E[D_i(x~_i)]``; 0 for VFLGAN-base).
+        Returns the party's local loss (``L_{D_i}``, or ``-E[D_i(x~_i)]``; 0 for
+        VFLGAN-base; NaN for a DP-SGD step, which never forms the batch loss). A D step
+        goes through the party's :class:`~flwr_vflgan.privacy.updates.DiscriminatorUpdate`.
         """
         if kind is StepKind.DISCRIMINATOR:
             if grad_real is None:
@@ -181,28 +198,56 @@ class PartyTrainer:
         real = self._batch(step)
         with torch.no_grad(), frozen_batchnorm_stats(self.generator):
             fake = self._fake(step)
-        f_real = self.discriminator.features(real)
-        f_fake = self.discriminator.features(fake)
-        surrogate = (f_real * grad_real).sum() + (f_fake * grad_fake).sum()
-        local = torch.zeros(())
-        if self.config.has_local_head:
-            alpha = uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
-            penalty = gradient_penalty(self.discriminator, real, fake, alpha)
-            local = (
-                -self.discriminator.score(f_real).mean()
-                + self.discriminator.score(f_fake).mean()
-                + self.config.train.gp_weight * penalty
+        alpha = uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
+        train, disc = self.config.train, self.discriminator
+        # A per-sample update never forms the batch loss: its local part is then unknown.
+        local = torch.tensor(float("nan"))
+
+        def batch_loss() -> torch.Tensor:
+            nonlocal local
+            f_real, f_fake = disc.features(real), disc.features(fake)
+            local = torch.zeros(())
+            if self.config.has_local_head:
+                penalty = gradient_penalty(disc, real, fake, alpha)
+                local = -disc.score(f_real).mean() + disc.score(f_fake).mean()
+                local = local + train.gp_weight * penalty
+            if train.first_part_gp:
+                local = local + train.gp_weight * first_part_penalty(disc, real, fake, alpha)
+            # The surrogate carries the server's gradients of lambda_1 L_{D_s} to D_i.
+            return local + (f_real * grad_real).sum() + (f_fake * grad_fake).sum()
+
+        def row_loss(
+            call: Callable[[str, torch.Tensor], torch.Tensor],
+            real_row: torch.Tensor,
+            fake_row: torch.Tensor,
+            alpha_row: torch.Tensor,
+            g_real_row: torch.Tensor,
+            g_fake_row: torch.Tensor,
+        ) -> torch.Tensor:
+            # One row's share of batch_loss times the batch size: the batch loss is the
+            # mean of these (the server's per-row gradients already carry the 1/B).
+            def features(x: torch.Tensor) -> torch.Tensor:
+                return call("features", x.unsqueeze(0)).squeeze(0)
+
+            loss = real.shape[0] * (
+                (features(real_row) * g_real_row).sum() + (features(fake_row) * g_fake_row).sum()
             )
-        if self.config.train.first_part_gp:
-            local = local + self.config.train.gp_weight * first_part_penalty(
-                self.discriminator,
-                real,
-                fake,
-                uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0]),
-            )
-        self.d_opt.zero_grad(set_to_none=True)
-        (local + surrogate).backward()
-        self.d_opt.step()
+            if self.config.has_local_head:
+
+                def score(x: torch.Tensor) -> torch.Tensor:
+                    return call("forward", x.unsqueeze(0)).reshape(())
+
+                loss = loss + score(fake_row) - score(real_row)
+                loss = loss + train.gp_weight * row_penalty(score, real_row, fake_row, alpha_row)
+            if train.first_part_gp:
+                loss = loss + train.gp_weight * row_penalty(
+                    lambda x: features(x).sum(), real_row, fake_row, alpha_row
+                )
+            return loss
+
+        self.d_update(
+            disc, self.d_opt, batch_loss, row_loss, (real, fake, alpha, grad_real, grad_fake), step
+        )
         return float(local.detach())
 
     def _apply_generator(self, step: int, grad_fake: torch.Tensor) -> float:

@@ -16,13 +16,13 @@ Two mechanisms, neither of which keeps any accounting state (``accounting.py`` d
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call, grad, grad_and_value, vmap
 
 if TYPE_CHECKING:
     from opacus.optimizers import DPOptimizer
@@ -269,6 +269,117 @@ def _reject_batchnorm(critic: nn.Module) -> None:
             )
 
 
+class _Methods(nn.Module):
+    """Calls a named method of ``module``, so ``functional_call`` can reach more than ``forward``."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, method: str, x: torch.Tensor) -> torch.Tensor:
+        return getattr(self.module, method)(x)
+
+
+RowLoss = Callable[..., torch.Tensor]
+"""``row_loss(call, *rows) -> scalar``; ``call(method, x)`` runs ``module.<method>(x)``
+with the parameters being differentiated, on a batch ``x`` of one row."""
+
+
+def per_sample_grads(
+    module: nn.Module, row_loss: RowLoss, rows: Sequence[torch.Tensor]
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Gradients of ``row_loss`` of every row with respect to ``module``'s trainable parameters.
+
+    ``vmap`` over rows of ``grad`` of a ``functional_call`` of ``module`` (Opacus's
+    ``grad_sample_mode="no_op"`` route): unlike Opacus's hooks this differentiates through
+    inner ``torch.func.grad`` calls such as a gradient penalty.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        Row-wise module (no BatchNorm, no randomness in the methods ``row_loss`` calls).
+    row_loss : RowLoss
+        Loss of one row; receives ``call`` and one slice of each tensor of ``rows``.
+    rows : Sequence[torch.Tensor]
+        Batched inputs sharing their first dimension ``B``; treated as constants.
+
+    Returns
+    -------
+    tuple[dict[str, torch.Tensor], torch.Tensor]
+        Parameter name (as in ``module.named_parameters()``) to a ``(B, *param.shape)``
+        tensor, and the ``B`` row losses.
+
+    Raises
+    ------
+    ValueError
+        On BatchNorm in ``module``, no trainable parameter, or inputs that disagree on B.
+    """
+    _reject_batchnorm(module)
+    if not rows or any(r.dim() < 1 for r in rows) or len({r.shape[0] for r in rows}) != 1:
+        raise ValueError(
+            f"rows must be batched tensors with one batch size, got shapes "
+            f"{[tuple(r.shape) for r in rows]}"
+        )
+    if rows[0].shape[0] == 0:
+        raise ValueError("rows must hold at least one row, got an empty batch")
+    params = {f"module.{n}": p.detach() for n, p in module.named_parameters() if p.requires_grad}
+    if not params:
+        raise ValueError(f"{type(module).__name__} has no trainable parameters")
+    wrapper = _Methods(module)
+
+    def loss(weights: dict[str, torch.Tensor], *row: torch.Tensor) -> torch.Tensor:
+        def call(method: str, x: torch.Tensor) -> torch.Tensor:
+            return functional_call(wrapper, weights, (method, x))
+
+        return row_loss(call, *row)
+
+    per_row = vmap(grad_and_value(loss), in_dims=(None, *([0] * len(rows))), randomness="error")
+    grads, values = per_row(params, *(r.detach() for r in rows))
+    return {name.removeprefix("module."): g for name, g in grads.items()}, values
+
+
+def _score(call: Callable[[str, torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    out = call("forward", x.unsqueeze(0))
+    if out.numel() != 1:
+        raise ValueError(
+            f"critic must return one score per row, got shape {tuple(out.shape)} for one row"
+        )
+    return out.reshape(())
+
+
+def row_penalty(
+    scalar: Callable[[torch.Tensor], torch.Tensor],
+    real_row: torch.Tensor,
+    fake_row: torch.Tensor,
+    alpha_row: torch.Tensor,
+) -> torch.Tensor:
+    """``(||grad_x scalar(x^)||_2 - 1)^2`` at ``x^ = alpha real + (1 - alpha) fake`` for one row.
+
+    The per-row term of :func:`flwr_vflgan.gan.losses.gradient_penalty`.
+    """
+    interpolate = alpha_row * real_row + (1.0 - alpha_row) * fake_row
+    return (torch.linalg.vector_norm(grad(scalar)(interpolate)) - 1.0) ** 2
+
+
+def wgan_gp_row_loss(gp_weight: float) -> RowLoss:
+    """Row loss of a WGAN-GP critic: ``d(fake) - d(real) + gp_weight * row_penalty(d)``.
+
+    Its mean over a batch is :func:`flwr_vflgan.gan.losses.critic_loss` with the same
+    interpolation weights; the row's inputs are ``(real_row, fake_row, alpha_row)``.
+    """
+
+    def row_loss(
+        call: Callable[[str, torch.Tensor], torch.Tensor],
+        real_row: torch.Tensor,
+        fake_row: torch.Tensor,
+        alpha_row: torch.Tensor,
+    ) -> torch.Tensor:
+        penalty = row_penalty(lambda x: _score(call, x), real_row, fake_row, alpha_row)
+        return _score(call, fake_row) - _score(call, real_row) + gp_weight * penalty
+
+    return row_loss
+
+
 def per_sample_critic_grads(
     critic: nn.Module,
     real: torch.Tensor,
@@ -282,8 +393,7 @@ def per_sample_critic_grads(
     with ``x^_i = alpha_i real_i + (1 - alpha_i) fake_i``: the same interpolation and the
     same penalty (L2 norm over all input dimensions of a row) as
     :func:`flwr_vflgan.gan.losses.critic_loss`, whose batch loss is the mean of these.
-    Computed with ``torch.func``: ``vmap`` over rows of ``grad`` of a
-    ``functional_call`` of ``critic``, the input gradient nested inside.
+    Computed with :func:`per_sample_grads`.
 
     Parameters
     ----------
@@ -309,7 +419,6 @@ def per_sample_critic_grads(
         On BatchNorm in ``critic``, mismatched shapes, an empty batch, a critic that does
         not return one score per row, or an invalid ``gp_weight``.
     """
-    _reject_batchnorm(critic)
     _check_number("gp_weight", gp_weight, allow_zero=True)
     if real.shape != fake.shape:
         raise ValueError(
@@ -319,32 +428,9 @@ def per_sample_critic_grads(
         raise ValueError(f"real must be a non-empty batch (B, ...), got {tuple(real.shape)}")
     if alpha.shape != (real.shape[0], 1):
         raise ValueError(f"alpha must have shape ({real.shape[0]}, 1), got {tuple(alpha.shape)}")
-    params = {n: p.detach() for n, p in critic.named_parameters() if p.requires_grad}
-    if not params:
-        raise ValueError("critic has no trainable parameters")
-
-    def score(weights: dict[str, torch.Tensor], row: torch.Tensor) -> torch.Tensor:
-        out = functional_call(critic, weights, (row.unsqueeze(0),))
-        if out.numel() != 1:
-            raise ValueError(
-                f"critic must return one score per row, got shape {tuple(out.shape)} for one row"
-            )
-        return out.reshape(())
-
-    def row_loss(
-        weights: dict[str, torch.Tensor],
-        real_row: torch.Tensor,
-        fake_row: torch.Tensor,
-        alpha_row: torch.Tensor,
-    ) -> torch.Tensor:
-        interpolate = alpha_row * real_row + (1.0 - alpha_row) * fake_row
-        input_grad = grad(score, argnums=1)(weights, interpolate)
-        penalty = (torch.linalg.vector_norm(input_grad) - 1.0) ** 2
-        return score(weights, fake_row) - score(weights, real_row) + gp_weight * penalty
 
     # alpha_row has shape (1,), which broadcasts against a row of any shape.
-    per_row = vmap(grad(row_loss), in_dims=(None, 0, 0, 0), randomness="error")
-    grads: dict[str, torch.Tensor] = per_row(params, real.detach(), fake.detach(), alpha.detach())
+    grads, _ = per_sample_grads(critic, wgan_gp_row_loss(gp_weight), (real, fake, alpha))
     return grads
 
 

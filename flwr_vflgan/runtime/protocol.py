@@ -41,6 +41,8 @@ NODE_DATA_PATH = "data-path"
 NODE_SHARED_SEED = "shared-seed"
 NODE_CHECKPOINT_DIR = "checkpoint-dir"
 NODE_PARTITION_ID = "partition-id"
+NODE_NOISE_SEED = "noise-seed"
+"""Seed of the party's DP noise, known to that party alone (optional)."""
 ENV_SHARED_SEED = "FLWR_VFLGAN_SHARED_SEED"
 
 NO_STEP = -1

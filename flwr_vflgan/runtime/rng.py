@@ -33,6 +33,8 @@ class Stream(IntEnum):
     """Row shuffle before publication (server)."""
     EVAL_NOISE = 8
     """Latent noise of evaluation and final generation (shared by all parties)."""
+    DP_NOISE = 9
+    """Gaussian noise of a differentially private discriminator update (private to its holder)."""
 
 
 _MASK64 = (1 << 64) - 1

@@ -66,3 +66,21 @@ def test_reproduce_config_defaults_use_the_papers_cross_validation() -> None:
     assert list(cfg.reproduce.datasets) == ["adult", "german_credit"]
     assert list(cfg.reproduce.algorithms) == ["wgan_gp", "vflgan_base", "vflgan"]
     assert to_run_spec(cfg, "out").evaluation.cv_folds == 10
+
+
+def test_dp_groups_compose_as_the_readme_writes_them() -> None:
+    from flwr_vflgan.privacy import DPConfig
+
+    assert not to_run_spec(_compose("config", []), "out").algorithm.dp.enabled
+    spec = to_run_spec(
+        _compose("config", ["algorithm=vflgan", "dp=vflgan_gaussian", "dp.target_epsilon=5"]), "out"
+    )
+    assert spec.algorithm.dp == DPConfig(
+        mechanism="vflgan_gaussian", target_epsilon=5.0, delta=1e-5
+    )
+    spec = to_run_spec(_compose("config", ["dp=dpsgd", "dp.max_grad_norm=0.5"]), "out")
+    assert spec.algorithm.dp.mechanism.value == "dpsgd" and spec.algorithm.dp.max_grad_norm == 0.5
+    with pytest.raises(ValueError, match=r"dp\.sampling=poisson is not implemented"):
+        to_run_spec(_compose("config", ["dp=dpsgd", "dp.sampling=poisson"]), "out")
+    with pytest.raises(ValueError, match=r"dp\.clip bounds the first-layer"):
+        to_run_spec(_compose("config", ["dp=dpsgd", "dp.clip=0.1"]), "out")

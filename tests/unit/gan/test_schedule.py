@@ -89,3 +89,53 @@ def test_every_run_updates_the_generator():
         return
     kinds = [schedule.kind(t) for t in range(schedule.total_steps)]
     assert StepKind.GENERATOR in kinds
+
+
+def test_discriminator_steps_counted_by_hand():
+    s = Schedule(n_rows=50, batch_size=10, n_critic=2, epochs=2)  # "ddgddgd" * 2
+    assert [s.d_steps_before(t) for t in range(15)] == [
+        0,
+        1,
+        2,
+        2,
+        3,
+        4,
+        4,
+        5,
+        6,
+        7,
+        7,
+        8,
+        9,
+        9,
+        10,
+    ]
+    # The most steps holding at most k D steps: trailing G steps are free.
+    assert [s.last_step_within(k) for k in range(12)] == [0, 1, 3, 4, 6, 7, 8, 10, 11, 13, 14, 14]
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "batch_size", "n_critic", "epochs", "max_steps"),
+    [(1000, 64, 5, 3, None), (100, 10, 3, 4, 17), (70, 10, 5, 3, None), (48842, 64, 5, 2, None)],
+)
+def test_discriminator_step_count_matches_the_kinds(
+    n_rows, batch_size, n_critic, epochs, max_steps
+):
+    s = Schedule(n_rows, batch_size, n_critic, epochs, max_steps)
+    count = 0
+    for step in range(s.total_steps):
+        assert s.d_steps_before(step) == count
+        count += s.kind(step) is StepKind.DISCRIMINATOR
+    assert s.d_steps_before(s.total_steps) == count
+    for k in (0, 1, count // 2, count - 1, count, count + 5):
+        stop = s.last_step_within(k)
+        assert s.d_steps_before(stop) <= k
+        assert stop == s.total_steps or s.d_steps_before(stop + 1) > k
+
+
+def test_discriminator_step_count_rejects_negative_arguments():
+    s = Schedule(n_rows=50, batch_size=10, n_critic=2, epochs=2)
+    with pytest.raises(ValueError, match="step must be >= 0, got -1"):
+        s.d_steps_before(-1)
+    with pytest.raises(ValueError, match="d_steps must be >= 0, got -2"):
+        s.last_step_within(-2)

@@ -1,0 +1,320 @@
+"""What a user chooses about differential privacy, validated, and the plan derived from it.
+
+:class:`DPConfig` is the ``dp`` node of the configuration (Hydra group ``dp``: ``none``,
+``vflgan_gaussian``, ``dpsgd``). :func:`plan_privacy` turns it into a
+:class:`PrivacyPlan` for one data holder once the dataset size and the number of
+discriminator steps are known: the noise multiplier (calibrated to the target unless
+given), how the accountant sees each step, and how many steps the budget allows.
+
+Only discriminator steps read real rows, so only they are accounted; generator steps
+are post-processing of the discriminators (paper 000, Section 3.5; paper 001, Section 3.2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from flwr_vflgan.privacy.accounting import (
+    Conversion,
+    GaussianSteps,
+    PrivacyLedger,
+    Sampling,
+    calibrate_noise,
+)
+
+
+class Mechanism(StrEnum):
+    """Which mechanism protects the discriminators' updates."""
+
+    NONE = "none"
+    """No differential privacy."""
+    VFLGAN_GAUSSIAN = "vflgan_gaussian"
+    """Paper 000, eqs. 20-21: clip the first-layer batch gradient to C, add N(0, (2 C sigma)^2)."""
+    DPSGD = "dpsgd"
+    """Per-sample clipping of every discriminator gradient and Gaussian noise (Abadi et al. 2016)."""
+
+
+REFERENCE_CLIP_NUMERATOR = 1.5
+"""The reference code clips the first-layer gradient to ``1.5 / batch_size``."""
+
+
+def _number(name: str, value: object, *, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"dp.{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or (number <= 0 if positive else number < 0):
+        raise ValueError(
+            f"dp.{name} must be finite and {'> 0' if positive else '>= 0'}, got {value!r}"
+        )
+    return number
+
+
+@dataclass(frozen=True)
+class DPConfig:
+    """Differential-privacy settings of a run (the ``dp`` node).
+
+    Parameters
+    ----------
+    mechanism
+        ``none``, ``vflgan_gaussian`` or ``dpsgd``.
+    target_epsilon
+        Each data holder's budget. With ``noise_multiplier`` unset the noise is calibrated
+        so that the planned discriminator steps spend at most this much; with it set, the
+        run stops before any holder would exceed it.
+    delta
+        The delta of the guarantee; must be below ``1 / n`` for a dataset of ``n`` rows.
+    clip
+        ``C`` of ``vflgan_gaussian``, the L2 bound of the whole first-layer batch gradient;
+        ``None`` uses the reference code's ``1.5 / batch_size``.
+    max_grad_norm
+        ``C`` of ``dpsgd``, the per-sample L2 bound over all discriminator parameters.
+    noise_multiplier
+        ``sigma``: noise standard deviation over ``2 C`` (``vflgan_gaussian``) or over
+        ``C`` (``dpsgd``, Opacus's convention); ``None`` calibrates it to the target.
+    sampling
+        Batch sampling the accountant assumes. Training draws fixed-size batches without
+        replacement, so ``without_replacement`` (replace-one neighbours) is the only
+        scheme the protocol implements.
+    conversion
+        RDP to (epsilon, delta): ``classic`` (paper 000's eq. 1, the default, so numbers
+        compare with published ones) or ``improved`` (Balle et al. 2020, tighter).
+    select_by_fd
+        Publish the generator of the epoch with the lowest Frechet distance against the
+        real table, as paper 000's experiments do. That choice reads the real data outside
+        the accounted mechanism, so it is off by default under DP and the last generator
+        is published.
+
+    Raises
+    ------
+    ValueError
+        On an unknown mechanism, sampling or conversion, a missing or out-of-range
+        number, or settings that belong to the other mechanism.
+    """
+
+    mechanism: Mechanism = Mechanism.NONE
+    target_epsilon: float | None = None
+    delta: float = 1e-5
+    clip: float | None = None
+    max_grad_norm: float = 1.0
+    noise_multiplier: float | None = None
+    sampling: Sampling = Sampling.WITHOUT_REPLACEMENT
+    conversion: Conversion = Conversion.CLASSIC
+    select_by_fd: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mechanism", _choice(Mechanism, self.mechanism, "mechanism"))
+        object.__setattr__(self, "sampling", _choice(Sampling, self.sampling, "sampling"))
+        object.__setattr__(self, "conversion", _choice(Conversion, self.conversion, "conversion"))
+        if not isinstance(self.select_by_fd, bool):
+            raise ValueError(f"dp.select_by_fd must be true or false, got {self.select_by_fd!r}")
+        if self.mechanism is Mechanism.NONE:
+            return
+        if self.target_epsilon is None:
+            raise ValueError(
+                f"dp.mechanism={self.mechanism.value} needs dp.target_epsilon (the budget "
+                "every data holder may spend)"
+            )
+        _number("target_epsilon", self.target_epsilon)
+        delta = _number("delta", self.delta)
+        if delta >= 1:
+            raise ValueError(f"dp.delta must be in (0, 1), got {self.delta!r}")
+        if self.clip is not None:
+            if self.mechanism is not Mechanism.VFLGAN_GAUSSIAN:
+                raise ValueError(
+                    "dp.clip bounds the first-layer batch gradient of dp=vflgan_gaussian; "
+                    "dp=dpsgd clips per sample with dp.max_grad_norm"
+                )
+            _number("clip", self.clip)
+        _number("max_grad_norm", self.max_grad_norm)
+        if self.noise_multiplier is not None:
+            _number("noise_multiplier", self.noise_multiplier)
+        if self.sampling is not Sampling.WITHOUT_REPLACEMENT:
+            raise ValueError(
+                f"dp.sampling={self.sampling.value} is not implemented: training draws "
+                "fixed-size batches without replacement (every party must agree on the "
+                "batch shape), so only dp.sampling=without_replacement is accounted correctly"
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a mechanism is on."""
+        return self.mechanism is not Mechanism.NONE
+
+    def clip_for(self, batch_size: int) -> float:
+        """The clip bound ``C`` of the mechanism at this batch size."""
+        if self.mechanism is Mechanism.DPSGD:
+            return float(self.max_grad_norm)
+        if self.clip is not None:
+            return float(self.clip)
+        return REFERENCE_CLIP_NUMERATOR / batch_size
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (enums as their values)."""
+        out = asdict(self)
+        for key in ("mechanism", "sampling", "conversion"):
+            out[key] = getattr(self, key).value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DPConfig:
+        """Build from a mapping; unknown keys are errors that list the valid ones."""
+        valid = set(asdict(cls()))
+        unknown = sorted(set(data) - valid)
+        if unknown:
+            raise ValueError(f"unknown dp config keys {unknown}; valid: {sorted(valid)}")
+        return cls(**data)
+
+
+def _choice(enum_type: type[StrEnum], value: object, name: str) -> Any:
+    try:
+        return enum_type(value)  # type: ignore[arg-type]  # a member or its value
+    except ValueError:
+        valid = [member.value for member in enum_type]
+        raise ValueError(f"unknown dp.{name} {value!r}; valid: {valid}") from None
+
+
+@dataclass(frozen=True)
+class PrivacyPlan:
+    """How one data holder's discriminator steps are noised and accounted.
+
+    Attributes
+    ----------
+    noise_multiplier
+        ``sigma`` as the mechanism applies it.
+    clip
+        ``C`` as the mechanism applies it.
+    accountant_multiplier
+        Noise standard deviation over the replace-one sensitivity, which is what the
+        accountant composes: ``sigma`` for ``vflgan_gaussian`` (std ``2 C sigma``,
+        sensitivity ``2 C``) and ``sigma / 2`` for ``dpsgd`` (std ``sigma C`` on a sum of
+        per-sample-clipped gradients, sensitivity ``2 C`` when one row is replaced).
+    allowed_steps
+        Discriminator steps the budget allows with this noise.
+    planned_steps
+        Discriminator steps the schedule asks for.
+    """
+
+    config: DPConfig
+    dataset_size: int
+    batch_size: int
+    noise_multiplier: float
+    clip: float
+    accountant_multiplier: float
+    allowed_steps: int
+    planned_steps: int
+
+    def state(self) -> dict[str, Any]:
+        """JSON-able numbers of the plan (the config travels separately)."""
+        return {k: v for k, v in asdict(self).items() if k != "config"}
+
+    @classmethod
+    def restore(cls, config: DPConfig, state: dict[str, Any]) -> PrivacyPlan:
+        """Inverse of :meth:`state`, without calibrating again."""
+        return cls(config=config, **state)
+
+    def event(self, steps: int) -> GaussianSteps:
+        """``steps`` discriminator steps as the accountant sees them."""
+        return GaussianSteps(
+            self.dataset_size,
+            self.batch_size,
+            self.accountant_multiplier,
+            steps,
+            self.config.sampling,
+        )
+
+    def ledger(self, party: str, steps: int) -> PrivacyLedger:
+        """A ledger of ``party`` that has recorded ``steps`` discriminator steps."""
+        assert self.config.target_epsilon is not None  # DPConfig checks it when enabled
+        ledger = PrivacyLedger(
+            party, self.config.target_epsilon, self.config.delta, self.config.conversion
+        )
+        ledger.record(self.event(steps))
+        return ledger
+
+    def summary(self, party: str, steps: int) -> dict[str, Any]:
+        """The ledger summary after ``steps`` steps, with the mechanism's parameters."""
+        return {
+            **self.ledger(party, steps).summary(),
+            "mechanism": self.config.mechanism.value,
+            "noise_multiplier": self.noise_multiplier,
+            "clip": self.clip,
+            "dataset_size": self.dataset_size,
+            "batch_size": self.batch_size,
+        }
+
+
+def plan_privacy(
+    config: DPConfig, *, dataset_size: int, batch_size: int, planned_steps: int
+) -> PrivacyPlan:
+    """The noise and the step allowance of one data holder.
+
+    Parameters
+    ----------
+    config
+        An enabled :class:`DPConfig`.
+    dataset_size
+        Rows ``n`` the holder's batches are drawn from.
+    batch_size
+        Rows per batch.
+    planned_steps
+        Discriminator steps of the training schedule (>= 1).
+
+    Returns
+    -------
+    PrivacyPlan
+
+    Raises
+    ------
+    ValueError
+        If DP is off, ``delta >= 1 / n``, the target cannot be met by any noise the
+        calibration searches, or a given noise multiplier cannot pay for one step.
+    """
+    if not config.enabled:
+        raise ValueError("plan_privacy needs an enabled dp.mechanism, got dp.mechanism=none")
+    assert config.target_epsilon is not None
+    if config.delta >= 1 / dataset_size:
+        raise ValueError(
+            f"dp.delta={config.delta:g} must be below 1/n = {1 / dataset_size:.3g} for a "
+            f"dataset of {dataset_size} rows (a larger delta allows releasing a whole row)"
+        )
+    if planned_steps < 1:
+        raise ValueError(f"the schedule plans {planned_steps} discriminator steps; need >= 1")
+    halve = config.mechanism is Mechanism.DPSGD
+    if config.noise_multiplier is None:
+        accountant = calibrate_noise(
+            config.target_epsilon,
+            config.delta,
+            dataset_size=dataset_size,
+            batch_size=batch_size,
+            steps=planned_steps,
+            sampling=config.sampling,
+            conversion=config.conversion,
+        )
+        sigma = 2 * accountant if halve else accountant
+    else:
+        sigma = float(config.noise_multiplier)
+        accountant = sigma / 2 if halve else sigma
+    ledger = PrivacyLedger("plan", config.target_epsilon, config.delta, config.conversion)
+    allowed = ledger.max_steps(dataset_size, batch_size, accountant, config.sampling)
+    if allowed == 0:
+        one = ledger.spent_after(
+            GaussianSteps(dataset_size, batch_size, accountant, 1, config.sampling)
+        )
+        raise ValueError(
+            f"dp.target_epsilon={config.target_epsilon:g} is too small for even one "
+            f"discriminator step with noise_multiplier={sigma:g} (one step spends "
+            f"epsilon {one:.4g} at delta={config.delta:g}); raise the target or the noise"
+        )
+    return PrivacyPlan(
+        config=config,
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        noise_multiplier=sigma,
+        clip=config.clip_for(batch_size),
+        accountant_multiplier=accountant,
+        allowed_steps=allowed,
+        planned_steps=planned_steps,
+    )

@@ -1,0 +1,188 @@
+"""How a discriminator turns one batch into a parameter update: plainly, or privately.
+
+A trainer hands its discriminator step to a :class:`DiscriminatorUpdate` instead of
+calling ``backward()`` and ``optimizer.step()`` itself, so the GAN code has no DP
+branches. Each update receives the batch loss (for the plain and first-layer paths)
+and the loss of one row (for per-sample DP-SGD); both describe the same objective: the
+batch loss is the mean of the row losses.
+
+Noise is drawn from a generator seeded by ``(noise_seed, step)``: a holder's private seed
+in the federated protocol, so the server cannot remove the noise, and the same run
+gives the same noise (a recomputed or resumed step is identical).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+from torch import nn
+
+from flwr_vflgan.privacy.config import Mechanism, PrivacyPlan
+from flwr_vflgan.privacy.mechanisms import (
+    FirstLayerGaussian,
+    RowLoss,
+    make_dp_optimizer,
+    per_sample_grads,
+    privatize_first_layers,
+    set_grad_samples,
+)
+from flwr_vflgan.runtime.rng import Stream, torch_generator
+
+if TYPE_CHECKING:
+    from opacus.optimizers import DPOptimizer
+
+
+class DiscriminatorUpdate(Protocol):
+    """One discriminator update from one batch."""
+
+    def __call__(
+        self,
+        module: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        batch_loss: Callable[[], torch.Tensor],
+        row_loss: RowLoss,
+        rows: Sequence[torch.Tensor],
+        step: int,
+    ) -> float:
+        """Update ``module``'s parameters with ``optimizer``; return the batch loss."""
+        ...
+
+
+class PlainUpdate:
+    """``batch_loss().backward()`` and ``optimizer.step()``: no privacy."""
+
+    def __call__(
+        self,
+        module: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        batch_loss: Callable[[], torch.Tensor],
+        row_loss: RowLoss,
+        rows: Sequence[torch.Tensor],
+        step: int,
+    ) -> float:
+        optimizer.zero_grad(set_to_none=True)
+        loss = batch_loss()
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+
+class FirstLayerUpdate:
+    """DP-VFLGAN: the first linear layer's batch gradient is clipped and noised (eqs. 20-21).
+
+    Parameters
+    ----------
+    mechanism
+        Clip bound and noise multiplier.
+    noise_seed
+        The holder's private seed; step ``t`` draws from ``(noise_seed, DP_NOISE, t)``.
+
+    Notes
+    -----
+    Sampling, neighbouring relation, sensitivity and theorem: see
+    :class:`~flwr_vflgan.privacy.mechanisms.FirstLayerGaussian`.
+    """
+
+    def __init__(self, mechanism: FirstLayerGaussian, noise_seed: int) -> None:
+        self.mechanism = mechanism
+        self.noise_seed = noise_seed
+
+    def __call__(
+        self,
+        module: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        batch_loss: Callable[[], torch.Tensor],
+        row_loss: RowLoss,
+        rows: Sequence[torch.Tensor],
+        step: int,
+    ) -> float:
+        optimizer.zero_grad(set_to_none=True)
+        loss = batch_loss()
+        loss.backward()
+        privatize_first_layers(
+            [module], self.mechanism, torch_generator(self.noise_seed, Stream.DP_NOISE, step)
+        )
+        optimizer.step()
+        return float(loss.detach())
+
+
+class PerSampleUpdate:
+    """DP-SGD: per-row gradients from ``torch.func``, clipped and noised by Opacus's ``DPOptimizer``.
+
+    Parameters
+    ----------
+    noise_multiplier
+        ``sigma``: the noise on the sum of clipped gradients has std ``sigma * max_grad_norm``.
+    max_grad_norm
+        Per-row clip bound ``C`` over all of the module's parameters jointly.
+    batch_size
+        Rows per batch (the divisor of the noised sum).
+    noise_seed
+        The holder's private seed; step ``t`` draws from ``(noise_seed, DP_NOISE, t)``.
+
+    Notes
+    -----
+    Batches are fixed-size and drawn without replacement; replacing one row changes the
+    sum of clipped gradients by at most ``2 C``, so the accountant's multiplier is
+    ``sigma / 2`` (:func:`~flwr_vflgan.privacy.config.plan_privacy`). Each row's loss
+    must depend on that row only, which is why the row losses of the WGAN-GP objective
+    take their own interpolate and the server's per-row feature gradients.
+    """
+
+    def __init__(
+        self, noise_multiplier: float, max_grad_norm: float, batch_size: int, noise_seed: int
+    ) -> None:
+        self.noise_multiplier = noise_multiplier
+        self.max_grad_norm = max_grad_norm
+        self.batch_size = batch_size
+        self.noise_seed = noise_seed
+        self._wrapped: dict[int, tuple[torch.optim.Optimizer, DPOptimizer]] = {}
+
+    def _dp_optimizer(self, module: nn.Module, optimizer: torch.optim.Optimizer) -> DPOptimizer:
+        key = id(optimizer)
+        if key not in self._wrapped or self._wrapped[key][0] is not optimizer:
+            wrapped = make_dp_optimizer(
+                module,
+                optimizer,
+                noise_multiplier=self.noise_multiplier,
+                max_grad_norm=self.max_grad_norm,
+                expected_batch_size=self.batch_size,
+                generator=torch.Generator(),
+            )
+            self._wrapped[key] = (optimizer, wrapped)
+        return self._wrapped[key][1]
+
+    def __call__(
+        self,
+        module: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        batch_loss: Callable[[], torch.Tensor],
+        row_loss: RowLoss,
+        rows: Sequence[torch.Tensor],
+        step: int,
+    ) -> float:
+        if rows[0].shape[0] != self.batch_size:
+            raise ValueError(
+                f"DP-SGD was planned for batches of {self.batch_size} rows, got {rows[0].shape[0]}"
+            )
+        dp_optimizer = self._dp_optimizer(module, optimizer)
+        dp_optimizer.zero_grad(set_to_none=True)
+        grads, losses = per_sample_grads(module, row_loss, rows)
+        set_grad_samples(module, grads)
+        dp_optimizer.generator = torch_generator(self.noise_seed, Stream.DP_NOISE, step)
+        dp_optimizer.step()
+        dp_optimizer.zero_grad(set_to_none=True)
+        return float(losses.mean())
+
+
+def discriminator_update(plan: PrivacyPlan | None, noise_seed: int) -> DiscriminatorUpdate:
+    """The update a plan asks for: :class:`PlainUpdate` when ``plan`` is ``None``."""
+    if plan is None:
+        return PlainUpdate()
+    if plan.config.mechanism is Mechanism.VFLGAN_GAUSSIAN:
+        return FirstLayerUpdate(FirstLayerGaussian(plan.clip, plan.noise_multiplier), noise_seed)
+    if plan.config.mechanism is Mechanism.DPSGD:
+        return PerSampleUpdate(plan.noise_multiplier, plan.clip, plan.batch_size, noise_seed)
+    raise ValueError(f"no discriminator update for dp.mechanism={plan.config.mechanism.value}")

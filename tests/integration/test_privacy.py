@@ -1,0 +1,208 @@
+"""Differential privacy end to end on the in-process grid: noise, accounting, budgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
+from flwr_vflgan.simulations.pipeline import Evaluator, run_experiment
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
+
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.gan.plain import PlainVFLGAN
+from flwr_vflgan.gan.schedule import Schedule
+from flwr_vflgan.privacy import GaussianSteps, epsilon, plan_privacy
+from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
+
+SHARED = 4242
+ROWS = 640  # adult_small
+
+
+def _grid(n: int, **extra: object) -> InProcessGrid:
+    nodes = [{"partition-id": i, "shared-seed": SHARED, **extra} for i in range(n)]
+    return InProcessGrid(make_client_app(), nodes)
+
+
+def _config(dp: dict, variant: str = "vflgan", **train: object) -> VFLGANConfig:
+    return VFLGANConfig.from_dict(
+        {"variant": variant, "train": {"epochs": 2, "eval_rows": 200, **train}, "dp": dp}
+    )
+
+
+def _run(spec: DataSpec, config: VFLGANConfig, grid: InProcessGrid | None = None, **kw: object):
+    evaluator = Evaluator(all_blocks(spec))
+    strategy = VFLGANStrategy(
+        config,
+        n_parties=spec.n_parties,
+        seed=0,
+        data_spec=spec,
+        evaluate_fn=evaluator.encoded_fd,
+        publish_rows=100,
+        **kw,  # type: ignore[arg-type]
+    )
+    return strategy.start(grid or _grid(spec.n_parties))
+
+
+GAUSSIAN = {"mechanism": "vflgan_gaussian", "target_epsilon": 10.0, "delta": 1e-5}
+
+
+@pytest.mark.parametrize("variant", ["vflgan", "vflgan_base"])
+@pytest.mark.parametrize(
+    "dp",
+    [GAUSSIAN, {"mechanism": "dpsgd", "target_epsilon": 4.0, "delta": 1e-4, "max_grad_norm": 0.5}],
+    ids=["vflgan_gaussian", "dpsgd"],
+)
+def test_calibrated_run_spends_at_most_its_budget(
+    adult_small: Path, variant: str, dp: dict
+) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    config = _config(dp, variant)
+    result = _run(spec, config)
+    schedule = Schedule(ROWS, 64, 5, 2)
+    d_steps = schedule.d_steps_before(schedule.total_steps)
+    assert result.budget_stop is None and result.steps == schedule.total_steps
+    assert [p["party"] for p in result.privacy] == ["party 0", "party 1"]
+    for party in result.privacy:
+        assert party["steps"] == d_steps == 20
+        assert party["mechanism"] == dp["mechanism"]
+        # Recomputed independently from the published numbers: the accountant sees
+        # sigma (first-layer mechanism) or sigma / 2 (DP-SGD, replace-one sensitivity 2C).
+        multiplier = party["noise_multiplier"] / (2 if dp["mechanism"] == "dpsgd" else 1)
+        spent = epsilon([GaussianSteps(ROWS, 64, multiplier, d_steps)], dp["delta"])
+        assert party["epsilon"] == pytest.approx(spent)
+        # Calibrated: within the budget and not wastefully below it.
+        assert 0.97 * dp["target_epsilon"] < party["epsilon"] <= dp["target_epsilon"]
+    # Choosing an epoch by its distance to the real data is outside the guarantee.
+    assert result.published == "last"
+
+
+def test_first_layer_noise_on_the_grid_matches_the_plain_loop(adult_small: Path) -> None:
+    """Protocol and single-process loop clip and noise the same gradients with the same draws."""
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    config = _config(GAUSSIAN, max_steps=12, eval_every=0)
+    blocks = all_blocks(spec)
+    grid = _grid(2)
+    VFLGANStrategy(config, n_parties=2, seed=5, data_spec=spec).start(grid)
+    schedule = Schedule(ROWS, 64, 5, 2, 12)
+    plan = plan_privacy(
+        config.dp,
+        dataset_size=ROWS,
+        batch_size=64,
+        planned_steps=Schedule(ROWS, 64, 5, 2, 12).d_steps_before(12),
+    )
+    plain = PlainVFLGAN(
+        config, [b.encoder.spans for b in blocks], [b.encoded for b in blocks], SHARED, 5, plan
+    )
+    baseline = PlainVFLGAN(
+        _config({}, max_steps=12, eval_every=0),
+        [b.encoder.spans for b in blocks],
+        [b.encoded for b in blocks],
+        SHARED,
+        5,
+    )
+    for step in range(schedule.total_steps):
+        plain.step(step, schedule.kind(step))
+        baseline.step(step, schedule.kind(step))
+    for index, node in enumerate(sorted(grid.get_node_ids())):
+        saved = np.frombuffer(grid.context(node).state["vflgan.flat"]["float32"], dtype=np.float32)
+        np.testing.assert_allclose(saved, plain.parties[index].state.to_numpy(), atol=1e-6)
+        # And the mechanism did change the training.
+        assert not np.allclose(saved, baseline.parties[index].state.to_numpy(), atol=1e-4)
+
+
+def test_a_fixed_noise_stops_training_before_the_budget_is_exceeded(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    dp = {**GAUSSIAN, "target_epsilon": 3.0, "noise_multiplier": 1.0}
+    result = _run(spec, _config(dp, epochs=20))
+    schedule = Schedule(ROWS, 64, 5, 20)
+    allowed = plan_privacy(
+        _config(dp).dp, dataset_size=ROWS, batch_size=64, planned_steps=1
+    ).allowed_steps
+    assert 0 < allowed < schedule.d_steps_before(schedule.total_steps)
+    assert (
+        result.budget_stop is not None and f"allows {allowed} discriminator" in result.budget_stop
+    )
+    assert result.steps == schedule.last_step_within(allowed) < schedule.total_steps
+    for party in result.privacy:
+        assert party["steps"] == allowed
+        assert party["epsilon"] <= 3.0
+        over = epsilon([GaussianSteps(ROWS, 64, 1.0, allowed + 1)], 1e-5)
+        assert over > 3.0  # one more step would have been too many
+    assert len(result.synthetic) == 100
+
+
+def test_a_party_refuses_a_step_over_its_budget(
+    adult_small: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that ignores the parties' allowances is stopped by the parties themselves."""
+    import flwr_vflgan.strategies.vflgan as strategy_module
+
+    monkeypatch.setattr(
+        strategy_module, "budget_schedule", lambda schedule, allowed: (schedule, None)
+    )
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    dp = {**GAUSSIAN, "target_epsilon": 3.0, "noise_multiplier": 1.0}
+    with pytest.raises(RunStopped, match=r"privacy budget: party 'party \d' would reach epsilon"):
+        _run(spec, _config(dp, epochs=20, eval_every=0))
+
+
+def test_bad_privacy_settings_stop_the_run_with_the_reason(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    with pytest.raises(RunStopped, match=r"dp.delta=0.01 must be below 1/n = 0.00156"):
+        _run(spec, _config({**GAUSSIAN, "delta": 0.01}))
+    with pytest.raises(RunStopped, match="too small for even one discriminator step"):
+        _run(spec, _config({**GAUSSIAN, "target_epsilon": 0.5, "noise_multiplier": 0.5}))
+
+
+def test_dp_resume_counts_the_steps_already_spent(adult_small: Path, tmp_path: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    config = _config(GAUSSIAN, epochs=4)
+    reference = _run(spec, config)
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_in_epoch_3(record: dict[str, float]) -> None:
+        if record["epoch"] == 3:
+            raise Interrupt
+
+    ckpt = tmp_path / "ckpt"
+    kwargs = {"checkpoint_dir": ckpt, "party_checkpoint_root": ckpt}
+    with pytest.raises(Interrupt):
+        _run(spec, config, progress=stop_in_epoch_3, **kwargs)
+    resumed = _run(spec, config, **kwargs)
+    assert resumed.resumed_from_step == 24
+    pd.testing.assert_frame_equal(resumed.synthetic, reference.synthetic)
+    assert resumed.privacy == reference.privacy
+    assert resumed.privacy[0]["steps"] == Schedule(ROWS, 64, 5, 4).d_steps_before(48)
+
+
+@pytest.mark.parametrize("mechanism", ["vflgan_gaussian", "dpsgd"])
+def test_centralized_wgan_gp_records_its_spent_epsilon(
+    adult_small: Path, tmp_path: Path, mechanism: str
+) -> None:
+    spec = RunSpec(
+        algorithm=VFLGANConfig.from_dict(
+            {
+                "variant": "wgan_gp",
+                "train": {"epochs": 2, "eval_rows": 300},
+                "dp": {"mechanism": mechanism, "target_epsilon": 5.0, "delta": 1e-4},
+            }
+        ),
+        data=DataSpec(source=str(adult_small), n_parties=2),
+        runtime=RuntimeConfig(),
+        output=OutputConfig(publish_rows=100, checkpoint=False, evaluate=False),
+        seed=0,
+        run_dir=tmp_path / "run",
+    )
+    metrics = run_experiment(spec)
+    privacy = metrics["privacy"]
+    assert privacy["mechanism"] == mechanism and privacy["delta"] == 1e-4
+    (holder,) = privacy["parties"]
+    assert holder["party"] == "centralized" and holder["steps"] == 20
+    assert 4.8 < privacy["epsilon"] == holder["epsilon"] <= 5.0
+    assert metrics["published_generator"] == "last"

@@ -1,0 +1,155 @@
+"""The ``dp`` configuration and the privacy plan of one data holder."""
+
+from __future__ import annotations
+
+import pytest
+
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.privacy import (
+    DPConfig,
+    GaussianSteps,
+    Mechanism,
+    PrivacyPlan,
+    epsilon,
+    plan_privacy,
+)
+from flwr_vflgan.privacy.accounting import PrivacyLedger
+
+ADULT = {"dataset_size": 42960, "batch_size": 64}
+
+
+def test_default_is_off_and_needs_no_budget() -> None:
+    config = DPConfig()
+    assert config.mechanism is Mechanism.NONE and not config.enabled
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (
+            {"mechanism": "laplace"},
+            r"unknown dp.mechanism 'laplace'; valid: \['none', 'vflgan_gaussian', 'dpsgd'\]",
+        ),
+        ({"mechanism": "vflgan_gaussian"}, "needs dp.target_epsilon"),
+        (
+            {"mechanism": "dpsgd", "target_epsilon": 0.0},
+            r"dp.target_epsilon must be finite and > 0, got 0.0",
+        ),
+        (
+            {"mechanism": "dpsgd", "target_epsilon": 1.0, "delta": 1.0},
+            r"dp.delta must be in \(0, 1\)",
+        ),
+        (
+            {"mechanism": "dpsgd", "target_epsilon": 1.0, "clip": 0.1},
+            "dp.clip bounds the first-layer",
+        ),
+        (
+            {"mechanism": "vflgan_gaussian", "target_epsilon": 1.0, "clip": -1.0},
+            "dp.clip must be finite and > 0",
+        ),
+        (
+            {"mechanism": "dpsgd", "target_epsilon": 1.0, "max_grad_norm": 0},
+            "dp.max_grad_norm must be",
+        ),
+        (
+            {"mechanism": "dpsgd", "target_epsilon": 1.0, "noise_multiplier": "x"},
+            "dp.noise_multiplier must be a number",
+        ),
+        (
+            {"mechanism": "dpsgd", "target_epsilon": 1.0, "sampling": "poisson"},
+            "dp.sampling=poisson is not implemented",
+        ),
+        (
+            {"mechanism": "dpsgd", "target_epsilon": 1.0, "conversion": "pld"},
+            "unknown dp.conversion 'pld'",
+        ),
+        ({"select_by_fd": "yes"}, "dp.select_by_fd must be true or false"),
+    ],
+)
+def test_invalid_settings_are_rejected_with_the_reason(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        DPConfig(**kwargs)
+
+
+def test_unknown_keys_list_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown dp config keys \['epsilon'\]; valid: \["):
+        DPConfig.from_dict({"epsilon": 3})
+
+
+def test_round_trips_through_the_algorithm_config() -> None:
+    dp = {"mechanism": "vflgan_gaussian", "target_epsilon": 5.0, "delta": 1e-6, "clip": 0.05}
+    config = VFLGANConfig.from_dict({"dp": dp})
+    assert config.dp == DPConfig(**dp)
+    again = VFLGANConfig.from_dict(config.to_dict())
+    assert again == config and again.to_dict()["dp"]["mechanism"] == "vflgan_gaussian"
+
+
+def test_clip_defaults_to_the_reference_code_and_dpsgd_uses_max_grad_norm() -> None:
+    gaussian = DPConfig(mechanism="vflgan_gaussian", target_epsilon=1.0)
+    assert gaussian.clip_for(64) == pytest.approx(1.5 / 64)
+    assert DPConfig(mechanism="vflgan_gaussian", target_epsilon=1.0, clip=0.3).clip_for(64) == 0.3
+    assert DPConfig(mechanism="dpsgd", target_epsilon=1.0, max_grad_norm=2.0).clip_for(64) == 2.0
+
+
+def test_given_noise_reproduces_the_papers_adult_budget() -> None:
+    """Paper 000's Adult setting: sigma 0.6128 over 671 x 60 steps is (9.99, 1e-5)-DP."""
+    config = DPConfig(mechanism="vflgan_gaussian", target_epsilon=10.0, noise_multiplier=0.6128)
+    plan = plan_privacy(config, planned_steps=671 * 60, **ADULT)
+    assert plan.accountant_multiplier == plan.noise_multiplier == 0.6128
+    assert plan.allowed_steps >= 671 * 60
+    assert plan.summary("p", 671 * 60)["epsilon"] == pytest.approx(9.992, abs=1e-3)
+
+
+def test_calibration_meets_the_target_for_the_planned_steps() -> None:
+    config = DPConfig(mechanism="vflgan_gaussian", target_epsilon=10.0)
+    plan = plan_privacy(config, planned_steps=671 * 60, **ADULT)
+    assert plan.noise_multiplier == pytest.approx(0.6128, abs=2e-3)
+    spent = epsilon([GaussianSteps(42960, 64, plan.noise_multiplier, 671 * 60)], 1e-5)
+    assert 9.95 < spent <= 10.0
+    assert plan.allowed_steps >= plan.planned_steps
+
+
+def test_dpsgd_accounts_half_its_multiplier_under_replace_one() -> None:
+    """Per-sample clip C, noise sigma C on the sum: replacing a row moves the sum by 2C."""
+    config = DPConfig(mechanism="dpsgd", target_epsilon=10.0, max_grad_norm=0.7)
+    plan = plan_privacy(config, planned_steps=671 * 60, **ADULT)
+    assert plan.accountant_multiplier == pytest.approx(0.6128, abs=2e-3)
+    assert plan.noise_multiplier == pytest.approx(2 * plan.accountant_multiplier)
+    assert plan.clip == 0.7
+    assert plan.event(3) == GaussianSteps(42960, 64, plan.accountant_multiplier, 3)
+
+
+def test_allowance_is_the_ledger_boundary() -> None:
+    config = DPConfig(mechanism="vflgan_gaussian", target_epsilon=4.0, noise_multiplier=1.0)
+    plan = plan_privacy(config, dataset_size=1000, batch_size=50, planned_steps=10_000)
+    ledger = PrivacyLedger("x", 4.0, 1e-5)
+    assert ledger.spent_after(GaussianSteps(1000, 50, 1.0, plan.allowed_steps)) <= 4.0
+    assert ledger.spent_after(GaussianSteps(1000, 50, 1.0, plan.allowed_steps + 1)) > 4.0
+
+
+def test_plan_errors_name_the_problem() -> None:
+    on = DPConfig(mechanism="vflgan_gaussian", target_epsilon=1.0, delta=1e-3)
+    with pytest.raises(
+        ValueError, match=r"dp.delta=0.001 must be below 1/n = 0.001 for a dataset of 1000 rows"
+    ):
+        plan_privacy(on, dataset_size=1000, batch_size=10, planned_steps=5)
+    small = DPConfig(mechanism="vflgan_gaussian", target_epsilon=0.1, noise_multiplier=0.5)
+    with pytest.raises(
+        ValueError, match=r"too small for even one discriminator step with noise_multiplier=0.5"
+    ):
+        plan_privacy(small, dataset_size=1000, batch_size=10, planned_steps=5)
+    with pytest.raises(ValueError, match=r"needs an enabled dp\.mechanism"):
+        plan_privacy(DPConfig(), dataset_size=1000, batch_size=10, planned_steps=5)
+    with pytest.raises(ValueError, match="plans 0 discriminator steps"):
+        plan_privacy(
+            DPConfig(mechanism="dpsgd", target_epsilon=1.0),
+            dataset_size=1000,
+            batch_size=10,
+            planned_steps=0,
+        )
+
+
+def test_plan_state_round_trip() -> None:
+    config = DPConfig(mechanism="dpsgd", target_epsilon=8.0, noise_multiplier=2.0)
+    plan = plan_privacy(config, dataset_size=5000, batch_size=64, planned_steps=100)
+    assert PrivacyPlan.restore(config, plan.state()) == plan
