@@ -12,7 +12,12 @@ Measures (the last line printed is one JSON object):
   every message); ``inprocess_over_plain`` is their ratio (target: at most 2);
 * ``simulation_exchange_ms``: one exchange (= one step) in Flower's simulation engine;
 * ``party_peak_rss_mb``: peak resident memory of a process running one party (its data,
-  models, optimizer state and 50 protocol steps), measured in a child process.
+  models, optimizer state and 50 protocol steps), measured in a child process;
+* ``plain_dp_gaussian_step_ms``: the plain loop with DP-VFLGAN's first-layer Gaussian
+  mechanism; ``dp_gaussian_over_plain`` is its cost over the plain step (target: at
+  most 1.10);
+* ``inprocess_dp_gaussian_step_ms`` and ``inprocess_dpsgd_step_ms``: the in-process grid
+  with each DP mechanism (epsilon 10), and their ratios over ``inprocess_step_ms``.
 
 Step times exclude setup and publication (the strategy times its training loop alone)
 and come after ``bench.warmup`` steps.
@@ -39,6 +44,7 @@ from omegaconf import DictConfig
 
 from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule
+from flwr_vflgan.privacy import DPConfig, Mechanism, plan_privacy
 from flwr_vflgan.runtime.party_data import all_blocks
 
 register_configs()
@@ -63,17 +69,26 @@ def _strategy(spec: Any, steps: int) -> VFLGANStrategy:
 
 
 def plain_step_ms(spec: Any, warmup: int, steps: int) -> float:
-    """Milliseconds per step of the single-process loop."""
+    """Milliseconds per step of the single-process loop (with ``spec``'s DP mechanism)."""
     blocks = all_blocks(spec.data)
+    t = spec.algorithm.train
+    schedule = Schedule(blocks[0].n_rows, t.batch_size, t.n_critic, t.epochs, None)
+    plan = None
+    if spec.algorithm.dp.enabled:
+        plan = plan_privacy(
+            spec.algorithm.dp,
+            dataset_size=blocks[0].n_rows,
+            batch_size=t.batch_size,
+            planned_steps=schedule.d_steps_before(schedule.total_steps),
+        )
     model = PlainVFLGAN(
         spec.algorithm,
         [b.encoder.spans for b in blocks],
         [b.encoded for b in blocks],
         shared_seed_for(spec.seed),
         spec.seed,
+        plan,
     )
-    t = spec.algorithm.train
-    schedule = Schedule(blocks[0].n_rows, t.batch_size, t.n_critic, t.epochs, None)
     for step in range(warmup):
         model.step(step, schedule.kind(step))
     started = time.perf_counter()
@@ -141,6 +156,35 @@ def party_peak_rss_mb(spec: Any) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def with_dp(spec: Any, mechanism: str) -> Any:
+    """``spec`` with a DP mechanism at epsilon 10, delta 1e-5 (its noise calibrated)."""
+    dp = DPConfig(mechanism=Mechanism(mechanism), target_epsilon=10.0, delta=1e-5)
+    return replace(spec, algorithm=replace(spec.algorithm, dp=dp))
+
+
+def measure_dp(results: dict[str, Any], spec: Any, warmup: int, steps: int) -> None:
+    """The DP mechanisms' step costs, as ratios over the non-DP steps of the same run."""
+    gaussian = with_dp(spec, "vflgan_gaussian")
+    results["plain_dp_gaussian_step_ms"] = plain_step_ms(gaussian, warmup, steps)
+    results["dp_gaussian_over_plain"] = (
+        results["plain_dp_gaussian_step_ms"] / results["plain_step_ms"]
+    )
+    print(
+        f"plain loop, DP-VFLGAN {results['plain_dp_gaussian_step_ms']:8.2f} ms/step "
+        f"({results['dp_gaussian_over_plain']:.2f}x plain)",
+        flush=True,
+    )
+    for name, mechanism in (("dp_gaussian", "vflgan_gaussian"), ("dpsgd", "dpsgd")):
+        key = f"inprocess_{name}_step_ms"
+        results[key] = inprocess_step_ms(with_dp(spec, mechanism), warmup, steps)
+        results[f"inprocess_{name}_over_inprocess"] = results[key] / results["inprocess_step_ms"]
+        print(
+            f"in-process, {mechanism:15s} {results[key]:8.2f} ms/step "
+            f"({results[f'inprocess_{name}_over_inprocess']:.2f}x in-process without DP)",
+            flush=True,
+        )
+
+
 @hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     """Run every measurement and print the results, the JSON object last."""
@@ -167,6 +211,7 @@ def main(cfg: DictConfig) -> None:
     )
     results["party_peak_rss_mb"] = party_peak_rss_mb(spec)
     print(f"one party's peak RSS {results['party_peak_rss_mb']:7.0f} MiB", flush=True)
+    measure_dp(results, spec, warmup, steps)
     results["simulation_exchange_ms"] = simulation_exchange_ms(spec, sim_steps)
     print(f"simulation engine   {results['simulation_exchange_ms']:8.2f} ms/exchange", flush=True)
     results["benchmark_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.simulations.pipeline import Evaluator
@@ -22,17 +23,24 @@ from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
 
 SHARED = 987654321123
+NOISE_SEED = 555666777888
 BATCH, FEATURE = 64, 128
+DP = {"mechanism": "vflgan_gaussian", "target_epsilon": 10.0, "delta": 1e-5}
 
 
-def _record_run(adult_small: Path) -> tuple[list[Message], list[Message], list]:
+def _record_run(
+    adult_small: Path, dp: dict | None = None
+) -> tuple[list[Message], list[Message], list]:
     spec = DataSpec(source=str(adult_small), n_parties=2)
-    config = VFLGANConfig.from_dict({"train": {"epochs": 2, "eval_rows": 100}})
+    config = VFLGANConfig.from_dict({"train": {"epochs": 2, "eval_rows": 100}, "dp": dp or {}})
     blocks = all_blocks(spec)
     log: list[Message] = []
     grid = InProcessGrid(
         make_client_app(),
-        [{"partition-id": i, "shared-seed": SHARED} for i in range(2)],
+        [
+            {"partition-id": i, "shared-seed": SHARED, P.NODE_NOISE_SEED: NOISE_SEED + i}
+            for i in range(2)
+        ],
         observer=log.append,
     )
     strategy = VFLGANStrategy(
@@ -57,8 +65,12 @@ def _config_values(message: Message) -> list[object]:
     return values
 
 
-def test_every_message_carries_only_what_the_protocol_allows(adult_small: Path) -> None:
-    to_parties, to_server, blocks = _record_run(adult_small)
+@pytest.mark.parametrize("dp", [None, DP], ids=["no-dp", "dp"])
+def test_every_message_carries_only_what_the_protocol_allows(
+    adult_small: Path, dp: dict | None
+) -> None:
+    to_parties, to_server, blocks = _record_run(adult_small, dp)
+    secrets = (SHARED, NOISE_SEED, NOISE_SEED + 1)
     assert len(to_parties) == len(to_server) > 20
     assert all(not m.has_error() for m in to_server)
 
@@ -70,9 +82,9 @@ def test_every_message_carries_only_what_the_protocol_allows(adult_small: Path) 
         if P.GRADS in message.content:
             for array in message.content[P.GRADS].values():
                 assert array.dtype in ("float32", "<f4") and array.shape == (BATCH, FEATURE)
-        # The server never knows, so never sends, the parties' shared seed.
+        # The server never knows, so never sends, the parties' shared or noise seeds.
         for value in _config_values(message):
-            assert value != SHARED and str(SHARED) not in str(value)
+            assert all(value != seed and str(seed) not in str(value) for seed in secrets)
 
     # Parties -> server: row count and ID digest, features, encoded synthetic rows, and the
     # decoded synthetic publication. Every array is float32: no integer row indices.
@@ -81,7 +93,13 @@ def test_every_message_carries_only_what_the_protocol_allows(adult_small: Path) 
         kind = message.metadata.message_type
         assert set(message.content) <= {P.CONFIG, P.FEATURES, P.SYNTHETIC}
         if kind == P.SETUP:
-            assert set(message.content[P.CONFIG]) == {"partition_id", "n_rows", "id_digest"}
+            assert set(message.content[P.CONFIG]) == {
+                "partition_id",
+                "n_rows",
+                "id_digest",
+                "dp_allowed_steps",  # a count of steps; -1 without DP
+            }
+            assert (message.content[P.CONFIG]["dp_allowed_steps"] == -1) == (dp is None)
         for record in message.content.values():
             if not isinstance(record, ArrayRecord):
                 continue
@@ -92,7 +110,10 @@ def test_every_message_carries_only_what_the_protocol_allows(adult_small: Path) 
                 else:
                     assert key == P.ROWS and array.shape[1] in widths
         for value in _config_values(message):
-            assert value != SHARED and str(SHARED) not in str(value)
+            assert all(value != seed and str(seed) not in str(value) for seed in secrets)
+        if kind == P.GENERATE:
+            # The party's own account of what it spent (a JSON summary, no seed).
+            assert bool(message.content[P.SYNTHETIC]["privacy"]) == (dp is not None)
 
 
 def test_no_real_row_reaches_the_server(adult_small: Path) -> None:
