@@ -251,7 +251,7 @@ class VFLGANClient:
         forward_step = int(get_field(cfg, "forward_step", int))  # type: ignore[call-overload]
         eval_draw = int(get_field(cfg, "eval_draw", int))  # type: ignore[call-overload]
         schedule = _schedule(trainer.config, data.n_rows)
-        batch, width = trainer.config.train.batch_size, trainer.config.model.feature_dim
+        width = trainer.config.model.feature_dim
         reply: dict[str, np.ndarray] = {}
 
         if get_field(cfg, "promote_best", bool):
@@ -264,12 +264,13 @@ class VFLGANClient:
                     f"pass this party ran is step {meta['pending_step']}"
                 )
             kind = schedule.kind(apply_step)
+            rows = trainer.batch_rows(apply_step, kind)
             grad_real = (
-                get_tensor(msg.content, P.GRADS, P.REAL, (batch, width))
+                get_tensor(msg.content, P.GRADS, P.REAL, (rows, width))
                 if kind is StepKind.DISCRIMINATOR
                 else None
             )
-            grad_fake = get_tensor(msg.content, P.GRADS, P.FAKE, (batch, width))
+            grad_fake = get_tensor(msg.content, P.GRADS, P.FAKE, (rows, width))
             if kind is StepKind.DISCRIMINATOR and meta["privacy"]:
                 _spend(trainer, meta["privacy"], meta["partition_id"])
             trainer.apply(apply_step, kind, grad_real, grad_fake)

@@ -264,9 +264,15 @@ class VFLGANStrategy:
     def aggregate_step(
         self, replies: Mapping[int, Message], order: Sequence[int], kind: StepKind
     ) -> tuple[list[torch.Tensor] | None, list[torch.Tensor]]:
-        """Validated real (D steps) and fake features of every party, in party order."""
-        batch, width = self.config.train.batch_size, self.config.model.feature_dim
-        real: list[torch.Tensor] | None = [] if kind is StepKind.DISCRIMINATOR else None
+        """Validated real (D steps) and fake features of every party, in party order.
+
+        With Poisson-sampled DP-SGD a discriminator batch has a size the server cannot
+        know in advance; every party must send the same number of rows.
+        """
+        width = self.config.model.feature_dim
+        discriminator = kind is StepKind.DISCRIMINATOR
+        batch = None if discriminator and self.config.dp.poisson else self.config.train.batch_size
+        real: list[torch.Tensor] | None = [] if discriminator else None
         fake: list[torch.Tensor] = []
         for node in order:
             content = replies[node].content
@@ -276,6 +282,10 @@ class VFLGANStrategy:
                     real.append(get_tensor(content, P.FEATURES, P.REAL, (batch, width)))
             except ProtocolError as exc:
                 raise RunStopped(f"node {node} sent a malformed step reply: {exc}") from exc
+        rows = {int(t.shape[0]) for t in fake + (real or [])}
+        if len(rows) > 1:
+            sizes = {node: int(t.shape[0]) for node, t in zip(order, fake, strict=True)}
+            raise RunStopped(f"the parties' batches differ in size: {sizes} rows per node")
         return real, fake
 
     def _eval_blocks(

@@ -40,8 +40,8 @@ from flwr_vflgan.privacy.mechanisms import (
 from flwr_vflgan.privacy.updates import discriminator_update
 from flwr_vflgan.runtime.rng import (
     Stream,
-    batch_indices,
     derive_seed,
+    discriminator_batch,
     latent_noise,
     torch_generator,
     uniform_alpha,
@@ -98,7 +98,7 @@ class PlainVFLGAN:
         for party in self.parties:
             real = party._batch(step)
             with torch.no_grad():
-                fake = party._fake(step)
+                fake = party._fake(step, real.shape[0])
             reals.append(real)
             fakes.append(fake)
             f_real.append(party.discriminator.features(real))
@@ -257,19 +257,23 @@ class CentralizedWGANGP:
         self.d_update = discriminator_update(privacy, derive_seed(seed, Stream.DP_NOISE))
         self._row_loss = wgan_gp_row_loss(train.gp_weight)
 
-    def _fake(self, step: int) -> torch.Tensor:
-        z = latent_noise(
-            self.seed, step, self.config.train.batch_size, self.config.model.latent_dim
-        )
-        return self.generator(z, torch_generator(self.seed, Stream.GUMBEL, step))
+    def _fake(self, step: int, rows: int | None = None) -> torch.Tensor:
+        batch = self.config.train.batch_size
+        size = batch if rows is None else max(rows, batch)
+        z = latent_noise(self.seed, step, size, self.config.model.latent_dim)
+        fake = self.generator(z, torch_generator(self.seed, Stream.GUMBEL, step))
+        return fake if rows is None else fake[:rows]
 
     def step(self, step: int, kind: StepKind) -> float:
         """One critic or generator update; returns the critic loss or the generator loss."""
         train = self.config.train
         if kind is StepKind.DISCRIMINATOR:
-            real = self.data[batch_indices(self.seed, step, self.data.shape[0], train.batch_size)]
+            rows = discriminator_batch(
+                self.seed, step, self.data.shape[0], train.batch_size, self.config.dp.poisson
+            )
+            real = self.data[rows]
             with torch.no_grad():
-                fake = self._fake(step)
+                fake = self._fake(step, real.shape[0])
             alpha = uniform_alpha(self.seed, Stream.LOCAL_ALPHA, step, real.shape[0])
             return self.d_update(
                 self.critic,

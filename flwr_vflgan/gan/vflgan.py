@@ -43,8 +43,8 @@ from flwr_vflgan.privacy.updates import discriminator_update
 from flwr_vflgan.runtime.flat import FlatState
 from flwr_vflgan.runtime.rng import (
     Stream,
-    batch_indices,
     derive_seed,
+    discriminator_batch,
     latent_noise,
     torch_generator,
     uniform_alpha,
@@ -152,25 +152,42 @@ class PartyTrainer:
 
     # -- random draws of a step ------------------------------------------------------
     def _batch(self, step: int) -> torch.Tensor:
-        idx = batch_indices(
-            self.shared_seed, step, self.data.shape[0], self.config.train.batch_size
+        idx = discriminator_batch(
+            self.shared_seed,
+            step,
+            self.data.shape[0],
+            self.config.train.batch_size,
+            self.config.dp.poisson,
         )
         return self.data[idx]
 
-    def _fake(self, step: int) -> torch.Tensor:
-        z = latent_noise(
-            self.shared_seed, step, self.config.train.batch_size, self.config.model.latent_dim
+    def batch_rows(self, step: int, kind: StepKind) -> int:
+        """Rows of step ``step``'s features (a Poisson batch's size varies per step)."""
+        if kind is StepKind.DISCRIMINATOR and self.config.dp.poisson:
+            return int(self._batch(step).shape[0])
+        return self.config.train.batch_size
+
+    def _fake(self, step: int, rows: int | None = None) -> torch.Tensor:
+        """``batch_size`` fake rows, or the first ``rows`` of at least ``batch_size``
+        (the generator's BatchNorm sees the same batch size whatever a Poisson batch holds)."""
+        size = (
+            self.config.train.batch_size
+            if rows is None
+            else max(rows, self.config.train.batch_size)
         )
-        return self.generator(z, torch_generator(self.private_seed, Stream.GUMBEL, step))
+        z = latent_noise(self.shared_seed, step, size, self.config.model.latent_dim)
+        fake = self.generator(z, torch_generator(self.private_seed, Stream.GUMBEL, step))
+        return fake if rows is None else fake[:rows]
 
     # -- protocol halves ---------------------------------------------------------------
     def forward(self, step: int, kind: StepKind) -> PartyForward:
         """Features for step ``step``; updates BatchNorm statistics exactly once."""
         with torch.no_grad():
-            fake = self.discriminator.features(self._fake(step))
             if kind is StepKind.GENERATOR:
-                return PartyForward(real=None, fake=fake)
-            real = self.discriminator.features(self._batch(step))
+                return PartyForward(real=None, fake=self.discriminator.features(self._fake(step)))
+            batch = self._batch(step)
+            fake = self.discriminator.features(self._fake(step, batch.shape[0]))
+            real = self.discriminator.features(batch)
         return PartyForward(real=real, fake=fake)
 
     def apply(
@@ -197,7 +214,7 @@ class PartyTrainer:
     ) -> float:
         real = self._batch(step)
         with torch.no_grad(), frozen_batchnorm_stats(self.generator):
-            fake = self._fake(step)
+            fake = self._fake(step, real.shape[0])
         alpha = uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
         train, disc = self.config.train, self.discriminator
         # A per-sample update never forms the batch loss: its local part is then unknown.
@@ -337,6 +354,11 @@ class ServerTrainer:
         """
         f_real = torch.cat(list(real), dim=1).detach().requires_grad_(True)
         f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
+        if f_real.shape[0] == 0:
+            # An empty Poisson batch: nothing to learn from; the parties still take their
+            # (noise-only) DP-SGD step.
+            empty = self._split(torch.zeros_like(f_real))
+            return empty, self._split(torch.zeros_like(f_fake)), float("nan")
         alpha = uniform_alpha(self.seed, Stream.SERVER_ALPHA, step, f_real.shape[0])
         loss, _ = critic_loss(
             self.discriminator, f_real, f_fake, alpha, self.config.train.gp_weight

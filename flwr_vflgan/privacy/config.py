@@ -75,9 +75,10 @@ class DPConfig:
         ``sigma``: noise standard deviation over ``2 C`` (``vflgan_gaussian``) or over
         ``C`` (``dpsgd``, Opacus's convention); ``None`` calibrates it to the target.
     sampling
-        Batch sampling the accountant assumes. Training draws fixed-size batches without
-        replacement, so ``without_replacement`` (replace-one neighbours) is the only
-        scheme the protocol implements.
+        How discriminator batches are drawn, which fixes the neighbouring relation of the
+        guarantee: ``without_replacement`` (fixed-size batches, replace-one neighbours,
+        the paper's scheme) or, for ``dpsgd`` only, ``poisson`` (every row joins a batch
+        independently with probability ``batch_size / n``; add/remove-one neighbours).
     conversion
         RDP to (epsilon, delta): ``classic`` (paper 000's eq. 1, the default, so numbers
         compare with published ones) or ``improved`` (Balle et al. 2020, tighter).
@@ -131,17 +132,21 @@ class DPConfig:
         _number("max_grad_norm", self.max_grad_norm)
         if self.noise_multiplier is not None:
             _number("noise_multiplier", self.noise_multiplier)
-        if self.sampling is not Sampling.WITHOUT_REPLACEMENT:
+        if self.sampling is Sampling.POISSON and self.mechanism is not Mechanism.DPSGD:
             raise ValueError(
-                f"dp.sampling={self.sampling.value} is not implemented: training draws "
-                "fixed-size batches without replacement (every party must agree on the "
-                "batch shape), so only dp.sampling=without_replacement is accounted correctly"
+                "dp.sampling=poisson needs dp=dpsgd: the first-layer mechanism's sensitivity "
+                "2C is proven for fixed-size batches without replacement (paper 000, Prop. 4)"
             )
 
     @property
     def enabled(self) -> bool:
         """Whether a mechanism is on."""
         return self.mechanism is not Mechanism.NONE
+
+    @property
+    def poisson(self) -> bool:
+        """Whether discriminator batches are Poisson-sampled (variable size)."""
+        return self.enabled and self.sampling is Sampling.POISSON
 
     def clip_for(self, batch_size: int) -> float:
         """The clip bound ``C`` of the mechanism at this batch size."""
@@ -187,10 +192,13 @@ class PrivacyPlan:
     clip
         ``C`` as the mechanism applies it.
     accountant_multiplier
-        Noise standard deviation over the replace-one sensitivity, which is what the
-        accountant composes: ``sigma`` for ``vflgan_gaussian`` (std ``2 C sigma``,
-        sensitivity ``2 C``) and ``sigma / 2`` for ``dpsgd`` (std ``sigma C`` on a sum of
-        per-sample-clipped gradients, sensitivity ``2 C`` when one row is replaced).
+        Noise standard deviation over the sensitivity under the sampling's neighbouring
+        relation, which is what the accountant composes: ``sigma`` for
+        ``vflgan_gaussian`` (std ``2 C sigma``, replace-one sensitivity ``2 C``);
+        ``sigma / 2`` for ``dpsgd`` with fixed-size batches (std ``sigma C`` on a sum of
+        per-sample-clipped gradients, sensitivity ``2 C`` when one row is replaced) and
+        ``sigma`` for ``dpsgd`` with Poisson sampling (add/remove-one sensitivity ``C``,
+        Opacus's convention).
     allowed_steps
         Discriminator steps the budget allows with this noise.
     planned_steps
@@ -282,7 +290,8 @@ def plan_privacy(
         )
     if planned_steps < 1:
         raise ValueError(f"the schedule plans {planned_steps} discriminator steps; need >= 1")
-    halve = config.mechanism is Mechanism.DPSGD
+    # Only per-sample clipping under replace-one has sensitivity 2C against noise sigma C.
+    halve = config.mechanism is Mechanism.DPSGD and config.sampling is Sampling.WITHOUT_REPLACEMENT
     if config.noise_multiplier is None:
         accountant = calibrate_noise(
             config.target_epsilon,

@@ -118,22 +118,33 @@ class PerSampleUpdate:
     max_grad_norm
         Per-row clip bound ``C`` over all of the module's parameters jointly.
     batch_size
-        Rows per batch (the divisor of the noised sum).
+        Rows per batch (the divisor of the noised sum); the expected size under Poisson
+        sampling.
     noise_seed
         The holder's private seed; step ``t`` draws from ``(noise_seed, DP_NOISE, t)``.
 
+    variable_batches
+        Poisson sampling: batches of any size (even empty) are expected.
+
     Notes
     -----
-    Batches are fixed-size and drawn without replacement; replacing one row changes the
-    sum of clipped gradients by at most ``2 C``, so the accountant's multiplier is
-    ``sigma / 2`` (:func:`~flwr_vflgan.privacy.config.plan_privacy`). Each row's loss
+    With fixed-size batches drawn without replacement, replacing one row changes the sum
+    of clipped gradients by at most ``2 C``, so the accountant's multiplier is
+    ``sigma / 2``; with Poisson sampling and add/remove-one neighbours the sensitivity is
+    ``C`` and the multiplier ``sigma`` (:func:`~flwr_vflgan.privacy.config.plan_privacy`). Each row's loss
     must depend on that row only, which is why the row losses of the WGAN-GP objective
     take their own interpolate and the server's per-row feature gradients.
     """
 
     def __init__(
-        self, noise_multiplier: float, max_grad_norm: float, batch_size: int, noise_seed: int
+        self,
+        noise_multiplier: float,
+        max_grad_norm: float,
+        batch_size: int,
+        noise_seed: int,
+        variable_batches: bool = False,
     ) -> None:
+        self.variable_batches = variable_batches
         self.noise_multiplier = noise_multiplier
         self.max_grad_norm = max_grad_norm
         self.batch_size = batch_size
@@ -163,13 +174,21 @@ class PerSampleUpdate:
         rows: Sequence[torch.Tensor],
         step: int,
     ) -> float:
-        if rows[0].shape[0] != self.batch_size:
+        if not self.variable_batches and rows[0].shape[0] != self.batch_size:
             raise ValueError(
                 f"DP-SGD was planned for batches of {self.batch_size} rows, got {rows[0].shape[0]}"
             )
         dp_optimizer = self._dp_optimizer(module, optimizer)
         dp_optimizer.zero_grad(set_to_none=True)
-        grads, losses = per_sample_grads(module, row_loss, rows)
+        if rows[0].shape[0] == 0:
+            # An empty Poisson batch still releases the noise: one all-zero row stands in
+            # for it (it adds nothing to the clipped sum, and the divisor is the expected
+            # batch size either way).
+            params = {n: p for n, p in module.named_parameters() if p.requires_grad}
+            grads = {n: torch.zeros((1, *p.shape), dtype=p.dtype) for n, p in params.items()}
+            losses = torch.full((1,), float("nan"))
+        else:
+            grads, losses = per_sample_grads(module, row_loss, rows)
         set_grad_samples(module, grads)
         dp_optimizer.generator = torch_generator(self.noise_seed, Stream.DP_NOISE, step)
         dp_optimizer.step()
@@ -184,5 +203,11 @@ def discriminator_update(plan: PrivacyPlan | None, noise_seed: int) -> Discrimin
     if plan.config.mechanism is Mechanism.VFLGAN_GAUSSIAN:
         return FirstLayerUpdate(FirstLayerGaussian(plan.clip, plan.noise_multiplier), noise_seed)
     if plan.config.mechanism is Mechanism.DPSGD:
-        return PerSampleUpdate(plan.noise_multiplier, plan.clip, plan.batch_size, noise_seed)
+        return PerSampleUpdate(
+            plan.noise_multiplier,
+            plan.clip,
+            plan.batch_size,
+            noise_seed,
+            variable_batches=plan.config.poisson,
+        )
     raise ValueError(f"no discriminator update for dp.mechanism={plan.config.mechanism.value}")

@@ -94,6 +94,31 @@ def batch_indices(shared_seed: int, step: int, n_rows: int, batch_size: int) -> 
     return torch.from_numpy(rows)
 
 
+def poisson_batch_indices(shared_seed: int, step: int, n_rows: int, rate: float) -> torch.Tensor:
+    """Poisson-sampled batch: every row joins independently with probability ``rate``.
+
+    Drawn as a Binomial(``n_rows``, ``rate``) size and then that many distinct rows
+    uniformly, which is the same distribution as ``n_rows`` independent coin flips in
+    O(batch) instead of O(n). The batch may be empty. Every party calls this with the
+    same shared seed and gets the same rows.
+    """
+    if not 0 < rate <= 1:
+        raise ValueError(f"rate must be in (0, 1], got {rate}")
+    gen = numpy_generator(shared_seed, Stream.BATCH, step)
+    size = int(gen.binomial(n_rows, rate))
+    return torch.from_numpy(np.sort(gen.choice(n_rows, size=size, replace=False)))
+
+
+def discriminator_batch(
+    shared_seed: int, step: int, n_rows: int, batch_size: int, poisson: bool = False
+) -> torch.Tensor:
+    """Row indices of a discriminator step: fixed-size without replacement, or Poisson
+    with rate ``batch_size / n_rows`` (DP-SGD's ``dp.sampling=poisson``)."""
+    if poisson:
+        return poisson_batch_indices(shared_seed, step, n_rows, batch_size / n_rows)
+    return batch_indices(shared_seed, step, n_rows, batch_size)
+
+
 def latent_noise(
     shared_seed: int, step: int, n: int, latent_dim: int, stream: Stream = Stream.NOISE
 ) -> torch.Tensor:

@@ -217,3 +217,37 @@ def test_the_noise_comes_from_each_partys_own_seed(adult_small: Path) -> None:
     other = _run(spec, config, _grid(2, **{"noise-seed": 12}))
     pd.testing.assert_frame_equal(first.synthetic, again.synthetic)
     assert not first.synthetic.equals(other.synthetic)
+
+
+def test_poisson_dp_sgd_sends_variable_batches_and_accounts_add_remove(adult_small: Path) -> None:
+    from flwr.app import Message
+
+    from flwr_vflgan.privacy import Sampling
+    from flwr_vflgan.runtime import protocol as P
+
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    dp = {"mechanism": "dpsgd", "target_epsilon": 8.0, "delta": 1e-4, "sampling": "poisson"}
+    config = _config(dp, epochs=1, eval_every=0)
+    log: list[Message] = []
+    grid = InProcessGrid(
+        make_client_app(),
+        [{"partition-id": i, "shared-seed": SHARED} for i in range(2)],
+        observer=log.append,
+    )
+    result = _run(spec, config, grid)
+    steps = [m for m in log if m.metadata.message_type == P.STEP and m.metadata.reply_to_message_id]
+    sizes: dict[str, list[int]] = {}
+    for m in steps:
+        if P.FEATURES in m.content and P.REAL in m.content[P.FEATURES]:
+            sizes.setdefault(m.metadata.group_id, []).append(m.content[P.FEATURES][P.REAL].shape[0])
+    per_step = list(sizes.values())
+    assert len(per_step) == 10  # one epoch: 640 // 64 D steps
+    assert all(len(set(pair)) == 1 for pair in per_step)  # the parties agree on every batch
+    assert len({pair[0] for pair in per_step}) > 1  # and the size varies around 64
+    assert 30 < np.mean([pair[0] for pair in per_step]) < 100
+    for party in result.privacy:
+        assert party["accountant"] == "rdp-poisson" and party["steps"] == 10
+        expected = epsilon(
+            [GaussianSteps(ROWS, 64, party["noise_multiplier"], 10, Sampling.POISSON)], 1e-4
+        )
+        assert party["epsilon"] == pytest.approx(expected) and party["epsilon"] <= 8.0

@@ -80,7 +80,9 @@ def test_dp_groups_compose_as_the_readme_writes_them() -> None:
     )
     spec = to_run_spec(_compose("config", ["dp=dpsgd", "dp.max_grad_norm=0.5"]), "out")
     assert spec.algorithm.dp.mechanism.value == "dpsgd" and spec.algorithm.dp.max_grad_norm == 0.5
-    with pytest.raises(ValueError, match=r"dp\.sampling=poisson is not implemented"):
-        to_run_spec(_compose("config", ["dp=dpsgd", "dp.sampling=poisson"]), "out")
+    spec = to_run_spec(_compose("config", ["dp=dpsgd", "dp.sampling=poisson"]), "out")
+    assert spec.algorithm.dp.poisson
+    with pytest.raises(ValueError, match=r"dp\.sampling=poisson needs dp=dpsgd"):
+        to_run_spec(_compose("config", ["dp=vflgan_gaussian", "dp.sampling=poisson"]), "out")
     with pytest.raises(ValueError, match=r"dp\.clip bounds the first-layer"):
         to_run_spec(_compose("config", ["dp=dpsgd", "dp.clip=0.1"]), "out")

@@ -15,6 +15,7 @@ import torch
 from flwr.app import RecordDict
 from torch import nn
 
+from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.gan.vflgan import PartyForward, PartyTrainer, ServerTrainer
@@ -452,3 +453,37 @@ def test_first_part_penalty_changes_training(make_config, party_spans, party_tab
         runs.append(_flat(party))
     # With zero server gradients, VFLGAN-base parties only move under the first-part penalty.
     assert not np.array_equal(runs[0], runs[1])
+
+
+def test_an_empty_poisson_batch_leaves_the_shared_discriminator_alone(make_config):
+    config = make_config("vflgan")
+    server = ServerTrainer(config, 2, SERVER_SEED)
+    before = [p.detach().clone() for p in server.discriminator.parameters()]
+    width = config.model.feature_dim
+    empty = [torch.zeros(0, width), torch.zeros(0, width)]
+    grads_real, grads_fake, loss = server.discriminator_step(0, empty, empty)
+    assert [g.shape for g in grads_real + grads_fake] == [(0, width)] * 4
+    assert np.isnan(loss)
+    for old, new in zip(before, server.discriminator.parameters(), strict=True):
+        assert torch.equal(old, new)
+
+
+def test_poisson_batches_flow_through_a_party(make_config, party_spans, party_tables):
+    config = make_config("vflgan")
+    config = VFLGANConfig.from_dict(
+        {
+            **config.to_dict(),
+            "dp": {"mechanism": "dpsgd", "target_epsilon": 5.0, "sampling": "poisson"},
+        }
+    )
+    party = PartyTrainer(config, party_spans[0], party_tables(1, N_ROWS)[0], SHARED_SEED, 0)
+    sizes = set()
+    for step in range(6):
+        out = party.forward(step, StepKind.DISCRIMINATOR)
+        rows = party.batch_rows(step, StepKind.DISCRIMINATOR)
+        assert out.real is not None and out.real.shape[0] == out.fake.shape[0] == rows
+        sizes.add(rows)
+        zeros = torch.zeros(rows, config.model.feature_dim)
+        party.apply(step, StepKind.DISCRIMINATOR, zeros, zeros)
+    assert len(sizes) > 1
+    assert party.batch_rows(6, StepKind.GENERATOR) == config.train.batch_size

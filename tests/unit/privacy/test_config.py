@@ -56,8 +56,8 @@ def test_default_is_off_and_needs_no_budget() -> None:
             "dp.noise_multiplier must be a number",
         ),
         (
-            {"mechanism": "dpsgd", "target_epsilon": 1.0, "sampling": "poisson"},
-            "dp.sampling=poisson is not implemented",
+            {"mechanism": "vflgan_gaussian", "target_epsilon": 1.0, "sampling": "poisson"},
+            "dp.sampling=poisson needs dp=dpsgd",
         ),
         (
             {"mechanism": "dpsgd", "target_epsilon": 1.0, "conversion": "pld"},
@@ -153,3 +153,21 @@ def test_plan_state_round_trip() -> None:
     config = DPConfig(mechanism="dpsgd", target_epsilon=8.0, noise_multiplier=2.0)
     plan = plan_privacy(config, dataset_size=5000, batch_size=64, planned_steps=100)
     assert PrivacyPlan.restore(config, plan.state()) == plan
+
+
+def test_poisson_dp_sgd_is_accounted_like_opacus() -> None:
+    """Poisson DP-SGD: add/remove neighbours, sensitivity C, so the accountant composes sigma;
+    Opacus's own RDP accountant agrees on the spent epsilon of the calibrated noise."""
+    from opacus.accountants import RDPAccountant
+
+    config = DPConfig(
+        mechanism="dpsgd", target_epsilon=3.0, sampling="poisson", conversion="improved"
+    )
+    plan = plan_privacy(config, dataset_size=60000, batch_size=256, planned_steps=2000)
+    assert plan.accountant_multiplier == plan.noise_multiplier
+    accountant = RDPAccountant()
+    accountant.history = [(plan.noise_multiplier, 256 / 60000, 2000)]
+    opacus_epsilon = accountant.get_epsilon(1e-5)
+    assert 2.9 < opacus_epsilon <= 3.0 + 1e-6
+    assert plan.summary("p", 2000)["epsilon"] == pytest.approx(opacus_epsilon, rel=1e-3)
+    assert plan.summary("p", 2000)["accountant"] == "rdp-poisson"

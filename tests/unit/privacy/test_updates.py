@@ -148,3 +148,23 @@ def test_party_row_losses_average_to_the_party_batch_gradient(
     assert spy.batch.keys() == spy.mean.keys()
     for name, batch in spy.batch.items():
         torch.testing.assert_close(spy.mean[name], batch, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_an_empty_poisson_batch_releases_only_noise() -> None:
+    empty = tuple(t[:0] for t in _batch())
+    still, noised, before = _critic(), _critic(), _critic()
+    _step(PerSampleUpdate(0.0, 1.0, 6, noise_seed=1, variable_batches=True), still, empty)
+    _step(PerSampleUpdate(1.0, 1.0, 6, noise_seed=1, variable_batches=True), noised, empty)
+    for a, b, c in zip(still.parameters(), noised.parameters(), before.parameters(), strict=True):
+        torch.testing.assert_close(a, c)  # no rows, no noise: nothing moves
+        assert not torch.equal(b, c)  # no rows, noise: the noise is released
+
+
+def test_variable_batches_accept_any_size() -> None:
+    plain, private = _critic(), _critic()
+    rows = _batch(n=9)
+    _step(PlainUpdate(), plain, rows)
+    # Opacus divides by the expected batch size: 9 rows against 6 expected scale the step.
+    _step(PerSampleUpdate(0.0, 1e9, 9, noise_seed=1, variable_batches=True), private, rows)
+    for a, b in zip(plain.parameters(), private.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
