@@ -108,8 +108,7 @@ class VFLGANClient:
         data_key, data = self._party_data(context, cfg, partition_id)
         shared_seed = _shared_seed(context, int(get_field(cfg, "run_seed", int)))  # type: ignore[call-overload]
         checkpoint_dir = _checkpoint_dir(context, cfg, partition_id)
-        schedule = _schedule(config, data.n_rows)
-        privacy = _privacy_meta(context, config, schedule, resume_step)
+        privacy = _privacy_meta(context, config, data.n_rows, resume_step)
         # A setup always starts from freshly initialised models (or the checkpoint below).
         self._trainers.pop(_trainer_key(context, config_json, data_key, shared_seed), None)
         trainer = self._trainer(
@@ -417,7 +416,7 @@ def _schedule(config: VFLGANConfig, n_rows: int) -> Schedule:
 
 
 def _privacy_meta(
-    context: Context, config: VFLGANConfig, schedule: Schedule, resume_step: int
+    context: Context, config: VFLGANConfig, n_rows: int, resume_step: int
 ) -> dict | None:
     """This party's privacy plan, its noise seed and the discriminator steps already taken.
 
@@ -427,6 +426,7 @@ def _privacy_meta(
     """
     if not config.dp.enabled:
         return None
+    schedule = _schedule(config, n_rows)
     plan = plan_privacy(
         config.dp,
         dataset_size=schedule.n_rows,

@@ -22,7 +22,7 @@ OVERRIDES = [
 ]
 
 
-def _run(runtime: str, out: Path) -> dict:
+def _run(runtime: str, out: Path, *extra: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("FLWR_VFLGAN_SHARED_SEED", None)
     done = subprocess.run(
@@ -32,6 +32,7 @@ def _run(runtime: str, out: Path) -> dict:
             "simulations.run",
             f"runtime={runtime}",
             *OVERRIDES,
+            *extra,
             f"hydra.run.dir={out}",
         ],
         cwd=REPO,
@@ -58,3 +59,19 @@ def test_simulation_engine_gives_the_same_synthetic_table_as_in_process(tmp_path
     assert len(sim_table) == 300 and sim_table.shape[1] == 15
     pd.testing.assert_frame_equal(sim_table, local_table)
     assert simulated["fd"] == pytest.approx(local["fd"], rel=1e-9)
+
+
+@pytest.mark.slow
+def test_dp_run_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
+    """Calibration, noise and budget accounting happen at the parties, whatever the runtime."""
+    dp = ("dp=vflgan_gaussian", "dp.target_epsilon=3", "output.evaluate=false")
+    simulated = _run("simulation", tmp_path / "sim", *dp)
+    local = _run("inprocess", tmp_path / "local", *dp)
+    privacy = simulated["privacy"]
+    assert privacy["mechanism"] == "vflgan_gaussian" and 2.9 < privacy["epsilon"] <= 3.0
+    assert [p["steps"] for p in privacy["parties"]] == [17, 17]  # 20 steps, 3 of them G steps
+    assert privacy == local["privacy"]
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "sim" / "synthetic.csv"),
+        pd.read_csv(tmp_path / "local" / "synthetic.csv"),
+    )

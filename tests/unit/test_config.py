@@ -156,10 +156,10 @@ def test_unknown_variant_lists_the_valid_ones():
 def test_from_dict_unknown_top_level_keys_list_the_valid_ones():
     with pytest.raises(
         ValueError,
-        match=r"unknown VFLGAN config keys \['dp', 'seed'\]; "
-        r"valid: \['model', 'train', 'variant'\]",
+        match=r"unknown VFLGAN config keys \['privacy', 'seed'\]; "
+        r"valid: \['dp', 'model', 'train', 'variant'\]",
     ):
-        VFLGANConfig.from_dict({"seed": 1, "dp": {}, "variant": "vflgan"})
+        VFLGANConfig.from_dict({"seed": 1, "privacy": {}, "variant": "vflgan"})
 
 
 @pytest.mark.parametrize(("section", "valid"), [("model", MODEL_FIELDS), ("train", TRAIN_FIELDS)])
