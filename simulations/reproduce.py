@@ -235,8 +235,19 @@ def render_table(table: dict[str, Any], rc: ReproduceConfig, folds: int) -> str:
     lines = [
         "# Paper 000, Table 1: AI-training utility (random forests)",
         "",
-        f"Mean ± sample standard deviation over seeds {list(rc.seeds)}; rows marked *paper* are the "
-        "published values (one run each). TRTR/TSTS: "
+        *(
+            [
+                "DP rows: DP-VFLGAN's first-layer Gaussian mechanism (paper 000 eqs. 20-21), "
+                "noise calibrated to the budget; the last epoch's generators are published "
+                "(docs/privacy.md). *spent* is the largest epsilon any party spent.",
+                "",
+            ]
+            if rc.dp_epsilons
+            else []
+        ),
+        f"Mean ± sample standard deviation over seeds {list(rc.seeds)}"
+        + (" (one seed: ± 0.00 is no measured spread)" if len(rc.seeds) == 1 else "")
+        + "; rows marked *paper* are the published values (one run each). TRTR/TSTS: "
         + (
             f"{folds}-fold cross-validation."
             if folds
