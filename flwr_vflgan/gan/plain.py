@@ -32,12 +32,8 @@ from flwr_vflgan.nn.models import (
     seeded_init,
 )
 from flwr_vflgan.privacy.config import Mechanism, PrivacyPlan
-from flwr_vflgan.privacy.mechanisms import (
-    FirstLayerGaussian,
-    privatize_first_layers,
-    wgan_gp_row_loss,
-)
-from flwr_vflgan.privacy.updates import discriminator_update
+from flwr_vflgan.privacy.mechanisms import wgan_gp_row_loss
+from flwr_vflgan.privacy.updates import PlainUpdate, discriminator_update
 from flwr_vflgan.runtime.rng import (
     Stream,
     derive_seed,
@@ -82,9 +78,6 @@ class PlainVFLGAN:
             for index, (spans, data) in enumerate(zip(party_spans, party_data, strict=True))
         ]
         self.server = ServerTrainer(config, len(self.parties), server_seed)
-        self.mechanism = (
-            FirstLayerGaussian(privacy.clip, privacy.noise_multiplier) if privacy else None
-        )
 
     def step(self, step: int, kind: StepKind) -> float:
         """Run one step; returns ``L_{D_s}`` (D step) or ``-E[D_s(f~)]`` (G step)."""
@@ -128,12 +121,11 @@ class PlainVFLGAN:
         for party in self.parties:
             party.d_opt.zero_grad(set_to_none=True)
         total.backward()
-        if self.mechanism is not None:
-            for party in self.parties:
-                # The party's own noise stream, as its FirstLayerUpdate draws it.
-                update = party.d_update
-                generator = torch_generator(update.noise_seed, Stream.DP_NOISE, step)  # type: ignore[attr-defined]
-                privatize_first_layers([party.discriminator], self.mechanism, generator)
+        for party in self.parties:
+            # The party's own update privatizes its gradients (a no-op without DP), with
+            # the party's noise stream: the same draws as in the protocol.
+            if isinstance(party.d_update, PlainUpdate):
+                party.d_update.privatize(party.discriminator, step)
         self.server.opt.step()
         for party in self.parties:
             party.d_opt.step()

@@ -51,7 +51,7 @@ class DiscriminatorUpdate(Protocol):
 
 
 class PlainUpdate:
-    """``batch_loss().backward()`` and ``optimizer.step()``: no privacy."""
+    """``batch_loss().backward()`` and ``optimizer.step()``; subclasses privatize in between."""
 
     def __call__(
         self,
@@ -65,11 +65,15 @@ class PlainUpdate:
         optimizer.zero_grad(set_to_none=True)
         loss = batch_loss()
         loss.backward()
+        self.privatize(module, step)
         optimizer.step()
         return float(loss.detach())
 
+    def privatize(self, module: nn.Module, step: int) -> None:
+        """Change the gradients before the optimizer step; the plain update leaves them."""
 
-class FirstLayerUpdate:
+
+class FirstLayerUpdate(PlainUpdate):
     """DP-VFLGAN: the first linear layer's batch gradient is clipped and noised (eqs. 20-21).
 
     Parameters
@@ -89,23 +93,10 @@ class FirstLayerUpdate:
         self.mechanism = mechanism
         self.noise_seed = noise_seed
 
-    def __call__(
-        self,
-        module: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        batch_loss: Callable[[], torch.Tensor],
-        row_loss: RowLoss,
-        rows: Sequence[torch.Tensor],
-        step: int,
-    ) -> float:
-        optimizer.zero_grad(set_to_none=True)
-        loss = batch_loss()
-        loss.backward()
+    def privatize(self, module: nn.Module, step: int) -> None:
         privatize_first_layers(
             [module], self.mechanism, torch_generator(self.noise_seed, Stream.DP_NOISE, step)
         )
-        optimizer.step()
-        return float(loss.detach())
 
 
 class PerSampleUpdate:
