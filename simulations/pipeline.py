@@ -24,7 +24,6 @@ import torch
 from flwr.serverapp import Grid
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANResult, VFLGANStrategy
-from flwr_vflgan.strategies.vflgan import budget_schedule
 
 from flwr_vflgan.config import Variant
 from flwr_vflgan.data import Dataset, Span
@@ -32,7 +31,7 @@ from flwr_vflgan.data.registry import image_shape_of
 from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.gan.plain import CentralizedWGANGP
-from flwr_vflgan.gan.schedule import Schedule
+from flwr_vflgan.gan.schedule import Schedule, budget_schedule
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
 from flwr_vflgan.privacy import plan_privacy
 from flwr_vflgan.runtime import protocol as P

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ from flwr.serverapp import Grid
 
 from flwr_vflgan.config import Variant, VFLGANConfig
 from flwr_vflgan.data import check_aligned
-from flwr_vflgan.gan.schedule import Schedule, StepKind
+from flwr_vflgan.gan.schedule import Schedule, StepKind, budget_schedule
 from flwr_vflgan.gan.vflgan import ServerTrainer
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint, save_server_checkpoint
@@ -165,7 +165,7 @@ class VFLGANStrategy:
         return (
             f"VFLGANStrategy({self.config.variant.value}, {self.n_parties} parties, epochs={t.epochs}, "
             f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, "
-            f"gp={t.gp_weight}, eval_every={t.eval_every}, "
+            f"gp={t.gp_weight}, eval_every={t.eval_every}, dp={self.config.dp.mechanism.value}, "
             f"checkpoints={'on' if self.checkpoint_dir else 'off'})"
         )
 
@@ -532,25 +532,3 @@ class VFLGANStrategy:
                 "use a new run directory to start afresh"
             )
         return arrays, meta
-
-
-def budget_schedule(schedule: Schedule, allowed: Mapping[int, int]) -> tuple[Schedule, str | None]:
-    """``schedule`` cut so that no party takes more discriminator steps than it allows.
-
-    Returns the schedule and, if it was cut, the reason (naming the tightest party).
-    """
-    if not allowed:
-        return schedule, None
-    party = min(allowed, key=lambda p: (allowed[p], p))
-    planned = schedule.d_steps_before(schedule.total_steps)
-    if planned <= allowed[party]:
-        return schedule, None
-    stop = schedule.last_step_within(allowed[party])
-    reason = (
-        f"party {party}'s privacy budget allows {allowed[party]} discriminator steps of the "
-        f"{planned} planned: training stops after step {stop} of {schedule.total_steps}"
-    )
-    log.warning("%s", reason)
-    if stop == 0:
-        raise RunStopped(reason)
-    return replace(schedule, max_steps=stop), reason

@@ -9,8 +9,12 @@ the kind of step ``t`` from ``t`` alone, which lets a party reject an out-of-ord
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
+
+log = logging.getLogger(__name__)
 
 
 class StepKind(StrEnum):
@@ -110,3 +114,25 @@ class Schedule:
             else:
                 high = middle
         return low
+
+
+def budget_schedule(schedule: Schedule, allowed: Mapping[int, int]) -> tuple[Schedule, str | None]:
+    """``schedule`` cut so that no party takes more discriminator steps than it allows.
+
+    Returns the schedule and, if it was cut, the reason (naming the tightest party).
+    """
+    if not allowed:
+        return schedule, None
+    party = min(allowed, key=lambda p: (allowed[p], p))
+    planned = schedule.d_steps_before(schedule.total_steps)
+    if planned <= allowed[party]:
+        return schedule, None
+    stop = schedule.last_step_within(allowed[party])
+    reason = (
+        f"party {party}'s privacy budget allows {allowed[party]} discriminator steps of the "
+        f"{planned} planned: training stops after step {stop} of {schedule.total_steps}"
+    )
+    if stop == 0:
+        raise ValueError(reason)
+    log.warning("%s", reason)
+    return replace(schedule, max_steps=stop), reason

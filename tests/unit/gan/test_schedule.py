@@ -139,3 +139,19 @@ def test_discriminator_step_count_rejects_negative_arguments():
         s.d_steps_before(-1)
     with pytest.raises(ValueError, match="d_steps must be >= 0, got -2"):
         s.last_step_within(-2)
+
+
+def test_budget_schedule_stops_after_the_tightest_partys_last_step():
+    from flwr_vflgan.gan.schedule import budget_schedule
+
+    s = Schedule(n_rows=50, batch_size=10, n_critic=2, epochs=2)  # 10 D steps in 14
+    assert budget_schedule(s, {}) == (s, None)
+    assert budget_schedule(s, {0: 10, 1: 12}) == (s, None)
+    cut, reason = budget_schedule(s, {0: 7, 1: 4})
+    assert cut.total_steps == 6 and cut.d_steps_before(cut.total_steps) == 4
+    assert reason == (
+        "party 1's privacy budget allows 4 discriminator steps of the 10 planned: "
+        "training stops after step 6 of 14"
+    )
+    with pytest.raises(ValueError, match="allows 0 discriminator steps"):
+        budget_schedule(s, {0: 0})
