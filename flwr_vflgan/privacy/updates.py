@@ -140,12 +140,12 @@ class PerSampleUpdate:
         self.max_grad_norm = max_grad_norm
         self.batch_size = batch_size
         self.noise_seed = noise_seed
-        self._wrapped: dict[int, tuple[torch.optim.Optimizer, DPOptimizer]] = {}
+        self._wrapped: DPOptimizer | None = None
 
     def _dp_optimizer(self, module: nn.Module, optimizer: torch.optim.Optimizer) -> DPOptimizer:
-        key = id(optimizer)
-        if key not in self._wrapped or self._wrapped[key][0] is not optimizer:
-            wrapped = make_dp_optimizer(
+        """Opacus's wrapper of ``optimizer``, built once (a trainer keeps its optimizer)."""
+        if self._wrapped is None or self._wrapped.original_optimizer is not optimizer:
+            self._wrapped = make_dp_optimizer(
                 module,
                 optimizer,
                 noise_multiplier=self.noise_multiplier,
@@ -153,8 +153,7 @@ class PerSampleUpdate:
                 expected_batch_size=self.batch_size,
                 generator=torch.Generator(),
             )
-            self._wrapped[key] = (optimizer, wrapped)
-        return self._wrapped[key][1]
+        return self._wrapped
 
     def __call__(
         self,

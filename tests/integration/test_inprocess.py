@@ -11,6 +11,7 @@ import torch
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.simulations.pipeline import Evaluator
 from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
+from interrupt import Interrupt, stop_in_epoch
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.vflgan import PartyTrainer
@@ -94,17 +95,10 @@ def test_interrupted_run_resumes_to_the_same_result(adult_small: Path, tmp_path:
     config = VFLGANConfig.from_dict({"train": {"epochs": 4, "eval_rows": 200}})
     reference, _, _ = _run(spec, config, publish_rows=150)
 
-    class Interrupt(Exception):
-        pass
-
-    def stop_in_epoch_3(record: dict[str, float]) -> None:
-        if record["epoch"] == 3:
-            raise Interrupt
-
     ckpt = tmp_path / "ckpt"
     kwargs = {"publish_rows": 150, "checkpoint_dir": ckpt, "party_checkpoint_root": ckpt}
     with pytest.raises(Interrupt):
-        _run(spec, config, progress=stop_in_epoch_3, **kwargs)
+        _run(spec, config, progress=stop_in_epoch(3), **kwargs)
     assert sorted(p.name for p in ckpt.glob("server-*.npz")) == ["server-12.npz", "server-24.npz"]
     resumed, _, _ = _run(spec, config, **kwargs)
     assert resumed.resumed_from_step == 24

@@ -11,6 +11,7 @@ from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
 from flwr_vflgan.simulations.pipeline import Evaluator, run_experiment
 from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
+from interrupt import Interrupt, stop_in_epoch
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.plain import PlainVFLGAN
@@ -163,17 +164,10 @@ def test_dp_resume_counts_the_steps_already_spent(adult_small: Path, tmp_path: P
     config = _config(GAUSSIAN, epochs=4)
     reference = _run(spec, config)
 
-    class Interrupt(Exception):
-        pass
-
-    def stop_in_epoch_3(record: dict[str, float]) -> None:
-        if record["epoch"] == 3:
-            raise Interrupt
-
     ckpt = tmp_path / "ckpt"
     kwargs = {"checkpoint_dir": ckpt, "party_checkpoint_root": ckpt}
     with pytest.raises(Interrupt):
-        _run(spec, config, progress=stop_in_epoch_3, **kwargs)
+        _run(spec, config, progress=stop_in_epoch(3), **kwargs)
     resumed = _run(spec, config, **kwargs)
     assert resumed.resumed_from_step == 24
     pd.testing.assert_frame_equal(resumed.synthetic, reference.synthetic)
