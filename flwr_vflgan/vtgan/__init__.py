@@ -1,0 +1,1 @@
+"""VT-GAN (paper 001): conditional tabular GAN split between a server and its clients."""
