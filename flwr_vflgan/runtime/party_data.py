@@ -9,7 +9,9 @@ the encoder's statistics never leave it.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +31,16 @@ from flwr_vflgan.data import (
     load_table,
     partition_columns,
 )
+from flwr_vflgan.data.importance import (
+    ImportanceSplit,
+    feature_importance,
+    parse_importance_split,
+)
+from flwr_vflgan.data.importance import importance_split as split_by_importance
+
+logger = logging.getLogger(__name__)
+
+_PARTITIONS = ("even", "explicit", "random", "importance")
 
 
 @dataclass(frozen=True)
@@ -44,12 +56,14 @@ class DataSpec:
         Number of parties ``M >= 2``.
     partition
         ``even`` (contiguous blocks in column order, as the papers do), ``explicit``
-        (``columns`` lists each party's columns) or ``random`` (seeded by
-        ``partition_seed``).
+        (``columns`` lists each party's columns), ``random`` (seeded by
+        ``partition_seed``) or ``importance`` (VT-GAN's split of two parties by feature
+        importance, paper 001 Section 4.3.2; see ``importance_split``).
     columns
         Per-party column lists for ``explicit``.
     partition_seed
-        Seed of the ``random`` split.
+        Seed of the ``random`` split, and of the importance estimate of ``importance``
+        (0 when None).
     numeric_scaling
         ``standard`` (paper 000 eq. 22) or ``minmax`` to [-1, 1] with tanh outputs (images).
     data_dir
@@ -59,11 +73,15 @@ class DataSpec:
         undeclared columns are inferred.
     label, id_column
         Label column (kept as an ordinary column) and ID column of a user file.
+    importance_split
+        For ``importance`` only (and required there): ``1090``, ``5050`` or ``9010``,
+        the share of the features, most important first, that party 0 holds; party 1
+        holds the rest and the label (:func:`~flwr_vflgan.data.importance.importance_split`).
     """
 
     source: str = "adult"
     n_parties: int = 2
-    partition: Literal["even", "explicit", "random"] = "even"
+    partition: Literal["even", "explicit", "random", "importance"] = "even"
     columns: tuple[tuple[str, ...], ...] | None = None
     partition_seed: int | None = None
     numeric_scaling: Literal["standard", "minmax"] = "standard"
@@ -71,14 +89,14 @@ class DataSpec:
     declared: Mapping[str, str] = field(default_factory=dict)
     label: str | None = None
     id_column: str | None = None
+    importance_split: ImportanceSplit | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.n_parties, int) or self.n_parties < 2:
             raise ValueError(f"n_parties must be an integer >= 2, got {self.n_parties!r}")
-        if self.partition not in ("even", "explicit", "random"):
-            raise ValueError(
-                f"unknown partition {self.partition!r}; valid: ['even', 'explicit', 'random']"
-            )
+        if self.partition not in _PARTITIONS:
+            raise ValueError(f"unknown partition {self.partition!r}; valid: {list(_PARTITIONS)}")
+        self._check_importance()
         if self.numeric_scaling not in ("standard", "minmax"):
             raise ValueError(
                 f"unknown numeric_scaling {self.numeric_scaling!r}; valid: ['minmax', 'standard']"
@@ -86,6 +104,26 @@ class DataSpec:
         if self.columns is not None:
             object.__setattr__(self, "columns", tuple(tuple(c) for c in self.columns))
         object.__setattr__(self, "declared", dict(self.declared))
+
+    def _check_importance(self) -> None:
+        if self.partition != "importance":
+            if self.importance_split is not None:
+                raise ValueError(
+                    f"importance_split is only used with partition='importance', got "
+                    f"partition={self.partition!r}"
+                )
+            return
+        if self.n_parties != 2:
+            raise ValueError(
+                f"partition='importance' splits the columns between two parties (paper 001 "
+                f"Section 4.3.2), got n_parties={self.n_parties}"
+            )
+        if self.importance_split is None:
+            raise ValueError(
+                "partition='importance' needs importance_split: one of ['1090', '5050', '9010']"
+            )
+        split = parse_importance_split(self.importance_split, name="importance_split")
+        object.__setattr__(self, "importance_split", split)
 
     @property
     def is_registered(self) -> bool:
@@ -144,7 +182,23 @@ def load_full_table(spec: DataSpec) -> tuple[Dataset, pd.Series]:
 
 
 def split_columns(spec: DataSpec, schema: Schema) -> list[list[str]]:
-    """Each party's columns under the spec's partition."""
+    """Each party's columns under the spec's partition.
+
+    ``importance`` ranks the features of the spec's whole table (its label must be
+    known: a registered dataset's, or ``label`` for a file) with
+    :func:`~flwr_vflgan.data.importance.feature_importance`, seeded by
+    ``partition_seed`` (0 when None); it is the same on every call and in every process
+    with the same libraries (one BLAS thread), and is computed once per process.
+    """
+    if spec.partition == "importance":
+        parts = [list(part) for part in _importance_parts(spec.to_json())]
+        if sorted(name for part in parts for name in part) != sorted(schema.names):
+            raise ValueError(
+                f"the importance split of {spec.source!r} covers columns "
+                f"{sorted(name for part in parts for name in part)}, but the schema has "
+                f"{sorted(schema.names)}"
+            )
+        return parts
     return partition_columns(
         schema.names,
         spec.n_parties,
@@ -152,6 +206,32 @@ def split_columns(spec: DataSpec, schema: Schema) -> list[list[str]]:
         explicit=[list(c) for c in spec.columns] if spec.columns is not None else None,
         seed=spec.partition_seed,
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _importance_parts(spec_json: str) -> tuple[tuple[str, ...], ...]:
+    """The importance split of a spec (keyed on its JSON: every party calls this)."""
+    spec = DataSpec.from_json(spec_json)
+    dataset, _ = load_full_table(spec)
+    label = dataset.schema.label
+    if label is None:
+        raise ValueError(
+            f"partition='importance' ranks features by how well they predict the label, but "
+            f"{spec.source!r} has none: name it with dataset.label=COLUMN (DataSpec.label)"
+        )
+    seed = spec.partition_seed if spec.partition_seed is not None else 0
+    importance = feature_importance(dataset.frame, dataset.schema, label, seed=seed)
+    assert spec.importance_split is not None  # DataSpec checks it for partition='importance'
+    parts = split_by_importance(importance, label, spec.importance_split, dataset.schema.names)
+    logger.info(
+        "importance split %s of %r (seed %d): party 0 %s, party 1 %s",
+        spec.importance_split,
+        spec.source,
+        seed,
+        parts[0],
+        parts[1],
+    )
+    return tuple(tuple(part) for part in parts)
 
 
 def encode_block(
