@@ -2,5 +2,6 @@
 
 from .client_app import make_client_app
 from .vflgan import VFLGANClient
+from .vtgan import VTGANClient
 
-__all__ = ["VFLGANClient", "make_client_app"]
+__all__ = ["VFLGANClient", "VTGANClient", "make_client_app"]

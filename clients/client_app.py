@@ -7,13 +7,13 @@ from flwr.clientapp import ClientApp
 
 from flwr_vflgan.runtime import protocol as P
 
-from .vflgan import VFLGANClient
+from .vtgan import VTGANClient
 
 
 def make_client_app() -> ClientApp:
-    """A ClientApp whose handlers route VFLGAN's message types to a fresh client."""
+    """A ClientApp whose handlers route VFLGAN's and VT-GAN's message types to a fresh client."""
     app = ClientApp()
-    client = VFLGANClient()
+    client = VTGANClient()
 
     @app.query(P.SETUP.split(".")[1])
     def setup(msg: Message, context: Context) -> Message:
@@ -26,6 +26,22 @@ def make_client_app() -> ClientApp:
     @app.evaluate(P.GENERATE.split(".")[1])
     def generate(msg: Message, context: Context) -> Message:
         return client.generate(msg, context)
+
+    @app.query(P.VT_SETUP.split(".")[1])
+    def vt_setup(msg: Message, context: Context) -> Message:
+        return client.vt_setup(msg, context)
+
+    @app.query(P.VT_BUILD.split(".")[1])
+    def vt_build(msg: Message, context: Context) -> Message:
+        return client.vt_build(msg, context)
+
+    @app.train(P.VT_STEP.split(".")[1])
+    def vt_step(msg: Message, context: Context) -> Message:
+        return client.vt_step(msg, context)
+
+    @app.evaluate(P.VT_GENERATE.split(".")[1])
+    def vt_generate(msg: Message, context: Context) -> Message:
+        return client.vt_generate(msg, context)
 
     return app
 

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from flwr_vflgan.privacy.config import DPConfig
+from flwr_vflgan.vtgan.config import VTGANSettings
 
 
 class Variant(StrEnum):
@@ -29,6 +30,10 @@ class Variant(StrEnum):
     """Paper 000, Appendix A.5: the local second parts and their losses are removed."""
     WGAN_GP = "wgan_gp"
     """Centralized WGAN-GP on the concatenated table: the quality upper bound."""
+    VTGAN = "vtgan"
+    """VT-GAN (paper 001): conditional tabular GAN split between server and clients."""
+    CTGAN = "ctgan"
+    """VT-GAN's centralized baseline: the same conditional tabular GAN on the whole table."""
 
 
 def _is_int(value: object) -> bool:
@@ -182,12 +187,21 @@ class VFLGANConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     dp: DPConfig = field(default_factory=DPConfig)
+    vtgan: VTGANSettings = field(default_factory=VTGANSettings)
+    """VT-GAN's own settings (used by ``vtgan`` and ``ctgan`` only)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.variant, Variant):
             object.__setattr__(self, "variant", parse_variant(self.variant))
         if isinstance(self.dp, dict):
             object.__setattr__(self, "dp", DPConfig.from_dict(self.dp))
+        if isinstance(self.vtgan, dict):
+            object.__setattr__(self, "vtgan", VTGANSettings.from_dict(self.vtgan))
+
+    @property
+    def is_vtgan(self) -> bool:
+        """Whether this is VT-GAN or its centralized baseline."""
+        return self.variant in (Variant.VTGAN, Variant.CTGAN)
 
     @property
     def has_local_head(self) -> bool:
@@ -199,6 +213,7 @@ class VFLGANConfig:
         out = asdict(self)
         out["variant"] = self.variant.value
         out["dp"] = self.dp.to_dict()
+        out["vtgan"] = self.vtgan.to_dict()
         return out
 
     @classmethod
@@ -208,12 +223,14 @@ class VFLGANConfig:
         model = _build(ModelConfig, data.pop("model", {}) or {}, "model")
         train = _build(TrainConfig, data.pop("train", {}) or {}, "train")
         dp = DPConfig.from_dict(dict(data.pop("dp", {}) or {}))
+        vtgan = VTGANSettings.from_dict(dict(data.pop("vtgan", {}) or {}))
         variant = data.pop("variant", Variant.VFLGAN.value)
         if data:
             raise ValueError(
-                f"unknown VFLGAN config keys {sorted(data)}; valid: ['dp', 'model', 'train', 'variant']"
+                f"unknown VFLGAN config keys {sorted(data)}; valid: "
+                "['dp', 'model', 'train', 'variant', 'vtgan']"
             )
-        return cls(variant=parse_variant(variant), model=model, train=train, dp=dp)
+        return cls(variant=parse_variant(variant), model=model, train=train, dp=dp, vtgan=vtgan)
 
 
 def parse_variant(value: str | Variant) -> Variant:

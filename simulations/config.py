@@ -18,6 +18,7 @@ from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig, 
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.privacy import DPConfig
 from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.vtgan.config import VTGANSettings
 
 RuntimeKind = Literal["inprocess", "simulation", "deployment"]
 _RUNTIMES = ("inprocess", "simulation", "deployment")
@@ -75,12 +76,27 @@ class DatasetConfig:
 
 @dataclass(frozen=True)
 class PartitionConfig:
-    """The ``partition`` group: how many parties and which columns each holds."""
+    """The ``partition`` group: how many parties and which columns each holds.
+
+    ``split`` is the division of ``strategy: importance`` (``1090``, ``5050`` or
+    ``9010``, paper 001 Section 4.3.2); the other strategies ignore it. ``seed`` seeds
+    the ``random`` split (default: the run seed) and the importance estimate (default
+    0, so runs with different seeds share one split).
+    """
 
     n_parties: int = 2
-    strategy: Literal["even", "explicit", "random"] = "even"
+    strategy: Literal["even", "explicit", "random", "importance"] = "even"
     columns: list[list[str]] | None = None
     seed: int | None = None
+    split: Literal["1090", "5050", "9010"] = "5050"
+
+    def __post_init__(self) -> None:
+        from flwr_vflgan.data.importance import parse_importance_split
+
+        # partition.split=1090 reaches here as an int.
+        object.__setattr__(
+            self, "split", parse_importance_split(self.split, name="partition.split")
+        )
 
 
 @dataclass(frozen=True)
@@ -158,6 +174,7 @@ def base_node() -> dict[str, Any]:
         "model": plain(ModelConfig()),
         "train": plain(TrainConfig()),
         "dp": DPConfig().to_dict(),
+        "vtgan": VTGANSettings().to_dict(),
         "dataset": plain(DatasetConfig()),
         "partition": plain(PartitionConfig()),
         "runtime": plain(RuntimeConfig()),
@@ -335,6 +352,7 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         model=ModelConfig(**_section(cfg, "model", ModelConfig)),
         train=TrainConfig(**_section(cfg, "train", TrainConfig)),
         dp=DPConfig(**_section(cfg, "dp", DPConfig)),
+        vtgan=VTGANSettings(**_section(cfg, "vtgan", VTGANSettings)),
     )
     dataset = DatasetConfig(**_section(cfg, "dataset", DatasetConfig))
     partition = PartitionConfig(**_section(cfg, "partition", PartitionConfig))
@@ -345,12 +363,21 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         n_parties=partition.n_parties,
         partition=partition.strategy,
         columns=tuple(tuple(c) for c in partition.columns) if partition.columns else None,
-        partition_seed=partition.seed if partition.seed is not None else seed,
+        # An importance split is a property of the table, so it does not follow the run
+        # seed: runs with different seeds share one split unless partition.seed is set.
+        partition_seed=(
+            partition.seed
+            if partition.seed is not None
+            else 0
+            if partition.strategy == "importance"
+            else seed
+        ),
         numeric_scaling=dataset.numeric_scaling,
         data_dir=dataset.data_dir,
         declared=dataset.declared or {},
         label=dataset.label,
         id_column=dataset.id_column,
+        importance_split=partition.split if partition.strategy == "importance" else None,
     )
     evaluation = to_evaluation_config(cfg)
     return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir), evaluation)

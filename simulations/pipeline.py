@@ -23,7 +23,13 @@ import pandas as pd
 import torch
 from flwr.serverapp import Grid
 from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANResult, VFLGANStrategy
+from flwr_vflgan.strategies import (
+    InProcessGrid,
+    RunStopped,
+    VFLGANResult,
+    VFLGANStrategy,
+    VTGANStrategy,
+)
 
 from flwr_vflgan.config import Variant
 from flwr_vflgan.data import Dataset, Span
@@ -89,18 +95,23 @@ def run_experiment(
     real: Dataset | None = None
     evaluator: Evaluator | None = None
     blocks: list[PartyData] = []
-    if spec.output.evaluate or spec.algorithm.variant is Variant.WGAN_GP:
+    centralized = spec.algorithm.variant in (Variant.WGAN_GP, Variant.CTGAN)
+    if spec.output.evaluate or centralized:
         table = load_full_table(spec.data)
         real = table[0]
         blocks = all_blocks(spec.data, table)
         evaluator = Evaluator(blocks)
-    if spec.algorithm.variant is Variant.WGAN_GP:
+    if centralized:
         if spec.runtime.kind != "inprocess" or grid is not None:
             raise ValueError(
-                f"algorithm=wgan_gp is centralized and runs only with runtime=inprocess, got {spec.runtime.kind}"
+                f"algorithm={spec.algorithm.variant.value} is centralized and runs only with "
+                f"runtime=inprocess, got {spec.runtime.kind}"
             )
-        assert evaluator is not None
-        result = train_centralized(spec, blocks, evaluator, progress)
+        assert evaluator is not None and real is not None
+        if spec.algorithm.variant is Variant.CTGAN:
+            result = train_ctgan(spec, real, progress)
+        else:
+            result = train_centralized(spec, blocks, evaluator, progress)
     else:
         result = train_federated(spec, evaluator, progress, observer, grid)
     synthetic = conform(result.synthetic, real.frame) if real is not None else result.synthetic
@@ -199,24 +210,40 @@ def train_federated(
     observer: Callable | None,
     grid: Grid | None = None,
 ) -> VFLGANResult:
-    """VFLGAN / VFLGAN-base over the chosen Flower runtime (or the given grid)."""
+    """VFLGAN / VFLGAN-base / VT-GAN over the chosen Flower runtime (or the given grid)."""
     checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
     deployed = spec.runtime.kind == "deployment"
-    strategy = VFLGANStrategy(
-        spec.algorithm,
-        n_parties=spec.data.n_parties,
-        seed=spec.seed,
-        # In a deployment every party reads its own file; the server sends no data spec.
-        data_spec=None if deployed else spec.data,
-        evaluate_fn=evaluator.encoded_fd if evaluator is not None else None,
-        publish_rows=spec.output.publish_rows,
-        checkpoint_dir=checkpoints,
-        party_checkpoint_root=None if deployed else checkpoints,
-        poll_interval=spec.runtime.poll_interval,
-        timeout=spec.runtime.timeout,
-        node_wait_timeout=spec.runtime.node_wait_timeout,
-        progress=progress,
-    )
+    strategy: VFLGANStrategy | VTGANStrategy
+    if spec.algorithm.is_vtgan:
+        if checkpoints is not None:
+            log.info("VT-GAN runs do not write checkpoints yet (output.checkpoint is ignored)")
+        strategy = VTGANStrategy(
+            spec.algorithm,
+            n_parties=spec.data.n_parties,
+            seed=spec.seed,
+            data_spec=None if deployed else spec.data,
+            publish_rows=spec.output.publish_rows,
+            poll_interval=spec.runtime.poll_interval,
+            timeout=spec.runtime.timeout,
+            node_wait_timeout=spec.runtime.node_wait_timeout,
+            progress=progress,
+        )
+    else:
+        strategy = VFLGANStrategy(
+            spec.algorithm,
+            n_parties=spec.data.n_parties,
+            seed=spec.seed,
+            # In a deployment every party reads its own file; the server sends no data spec.
+            data_spec=None if deployed else spec.data,
+            evaluate_fn=evaluator.encoded_fd if evaluator is not None else None,
+            publish_rows=spec.output.publish_rows,
+            checkpoint_dir=checkpoints,
+            party_checkpoint_root=None if deployed else checkpoints,
+            poll_interval=spec.runtime.poll_interval,
+            timeout=spec.runtime.timeout,
+            node_wait_timeout=spec.runtime.node_wait_timeout,
+            progress=progress,
+        )
     if grid is not None:
         return strategy.start(grid)
     shared = shared_seed_for(spec.seed)
@@ -239,7 +266,9 @@ def train_federated(
     )
 
 
-def _run_simulation(strategy: VFLGANStrategy, spec: RunSpec, shared: int) -> VFLGANResult:
+def _run_simulation(
+    strategy: VFLGANStrategy | VTGANStrategy, spec: RunSpec, shared: int
+) -> VFLGANResult:
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
@@ -361,6 +390,34 @@ def train_centralized(
         else [],
         budget_stop=budget_stop,
         published="best_fd" if use_best else "last",
+    )
+
+
+def train_ctgan(spec: RunSpec, real: Dataset, progress: Progress | None) -> VFLGANResult:
+    """VT-GAN's centralized baseline on the whole table (same blocks and schedule)."""
+    from flwr_vflgan.vtgan.centralized import train_ctgan as train_table
+
+    started = time.monotonic()
+
+    def on_epoch(epoch: int, record: dict[str, float]) -> None:
+        if progress is not None:
+            progress({**record, "elapsed": time.monotonic() - started})
+
+    outcome = train_table(
+        spec.algorithm,
+        real.frame.reset_index(drop=True),
+        real.schema,
+        spec.seed,
+        spec.output.publish_rows,
+        on_epoch,
+    )
+    return VFLGANResult(
+        synthetic=outcome.synthetic,
+        history=outcome.history,
+        steps=outcome.steps,
+        wall_seconds=time.monotonic() - started,
+        n_rows=len(real.frame),
+        train_seconds=time.monotonic() - started,
     )
 
 

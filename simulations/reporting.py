@@ -37,19 +37,27 @@ class Reporter:
         )
 
     def progress(self, record: dict[str, float]) -> None:
-        """One line per evaluation."""
-        self._print(
-            f"epoch {int(record['epoch']):4d}  step {int(record['step']):7d}/{int(record['total_steps'])}  "
-            f"FD {record['fd']:.4f}  best {record['best_fd']:.4f}  {record['elapsed']:.0f}s"
+        """One line per evaluation (VFLGAN family) or per epoch's losses (VT-GAN)."""
+        head = (
+            f"epoch {int(record['epoch']):4d}  step {int(record['step']):7d}/"
+            f"{int(record['total_steps'])}  "
         )
+        if "fd" in record:
+            body = f"FD {record['fd']:.4f}  best {record['best_fd']:.4f}"
+        else:
+            body = "  ".join(
+                f"{k} {record[k]:.4f}" for k in ("d_loss", "g_loss", "cond_loss") if k in record
+            )
+        self._print(f"{head}{body}  {record['elapsed']:.0f}s")
 
     def finish(self, metrics: dict[str, Any]) -> None:
         """The summary after the outputs were written."""
         best = metrics["best_epoch"]
         fd = "not evaluated" if metrics["fd"] is None else f"{metrics['fd']:.4f}"
+        selected = f"best epoch {best}; " if best is not None else "last generator; "
         self._print(
             f"done in {metrics['wall_seconds']:.0f}s: {metrics['steps']} steps, {metrics['exchanges']} exchanges; "
-            f"best epoch {best}; FD of synthetic.csv {fd}\n"
+            f"{selected}FD of synthetic.csv {fd}\n"
             f"wrote {self.spec.run_dir / 'synthetic.csv'} ({metrics['synthetic_rows']} rows), metrics.json, config.json"
         )
         privacy = metrics.get("privacy")

@@ -3,5 +3,13 @@
 from .exchange import RunStopped, exchange
 from .grid import InProcessGrid
 from .vflgan import VFLGANResult, VFLGANStrategy
+from .vtgan import VTGANStrategy
 
-__all__ = ["InProcessGrid", "RunStopped", "VFLGANResult", "VFLGANStrategy", "exchange"]
+__all__ = [
+    "InProcessGrid",
+    "RunStopped",
+    "VFLGANResult",
+    "VFLGANStrategy",
+    "VTGANStrategy",
+    "exchange",
+]

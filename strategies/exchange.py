@@ -66,3 +66,27 @@ def exchange(
                 )
             time.sleep(poll_interval)
     return replies
+
+
+def wait_for_nodes(grid: Grid, n_nodes: int, timeout: float) -> list[int]:
+    """The sorted ids of exactly ``n_nodes`` connected nodes, waiting up to ``timeout`` s.
+
+    Raises
+    ------
+    RunStopped
+        More nodes are connected than the run has parties, or too few within the timeout.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) >= n_nodes:
+            if len(nodes) > n_nodes:
+                raise RunStopped(
+                    f"{len(nodes)} nodes are connected but the run has {n_nodes} parties"
+                )
+            return nodes
+        if time.monotonic() > deadline:
+            raise RunStopped(
+                f"only {len(nodes)} of {n_nodes} nodes connected within {timeout:.0f} s"
+            )
+        time.sleep(0.2)

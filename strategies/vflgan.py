@@ -39,7 +39,7 @@ from flwr_vflgan.runtime.codec import (
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 
-from .exchange import RunStopped, exchange
+from .exchange import RunStopped, exchange, wait_for_nodes
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,8 @@ class VFLGANStrategy:
             raise ValueError(
                 "wgan_gp is centralized: train it with flwr_vflgan.gan.plain.CentralizedWGANGP"
             )
+        if config.is_vtgan:
+            raise ValueError(f"{config.variant.value} runs with VTGANStrategy, not VFLGANStrategy")
         if not isinstance(n_parties, int) or n_parties < 2:
             raise ValueError(f"n_parties must be an integer >= 2, got {n_parties!r}")
         if data_spec is not None and data_spec.n_parties != n_parties:
@@ -504,20 +506,7 @@ class VFLGANStrategy:
         return table.iloc[permutation].reset_index(drop=True), privacy
 
     def _wait_for_nodes(self, grid: Grid) -> list[int]:
-        deadline = time.monotonic() + self.node_wait_timeout
-        while True:
-            nodes = sorted(grid.get_node_ids())
-            if len(nodes) >= self.n_parties:
-                if len(nodes) > self.n_parties:
-                    raise RunStopped(
-                        f"{len(nodes)} nodes are connected but the run has {self.n_parties} parties"
-                    )
-                return nodes
-            if time.monotonic() > deadline:
-                raise RunStopped(
-                    f"only {len(nodes)} of {self.n_parties} nodes connected within {self.node_wait_timeout:.0f} s"
-                )
-            time.sleep(0.2)
+        return wait_for_nodes(grid, self.n_parties, self.node_wait_timeout)
 
     def _load_checkpoint(self, server_config: str) -> tuple[dict, dict] | None:
         if self.checkpoint_dir is None:

@@ -78,3 +78,33 @@ def get_tensor(
     if not np.isfinite(values).all():
         raise ProtocolError(f"{name}.{key} contains non-finite values")
     return torch.from_numpy(np.array(values, dtype=np.float32, copy=True))
+
+
+def indices_to_record(indices: Mapping[str, np.ndarray]) -> ArrayRecord:
+    """Pack named integer index vectors (as int64) into an ArrayRecord."""
+    return ArrayRecord(
+        {key: Array(np.ascontiguousarray(value, dtype=np.int64)) for key, value in indices.items()}
+    )
+
+
+def get_indices(
+    content: RecordDict, name: str, key: str, length: int | None, upper: int
+) -> np.ndarray:
+    """A validated int64 index vector from ArrayRecord ``name``: 1-D, ``length`` entries
+    (``None``: any), every value in ``[0, upper)``."""
+    record = content.get(name) if name in content else None
+    if not isinstance(record, ArrayRecord):
+        raise ProtocolError(
+            f"message has no array record {name!r}; records present: {sorted(content)}"
+        )
+    if key not in record:
+        raise ProtocolError(f"array record {name!r} lacks {key!r}; keys present: {sorted(record)}")
+    array = record[key]
+    if array.dtype not in ("int64", "<i8", np.dtype(np.int64).str):
+        raise ProtocolError(f"{name}.{key} must be int64, got {array.dtype}")
+    values = array.numpy()
+    if values.ndim != 1 or (length is not None and values.shape[0] != length):
+        raise ProtocolError(f"{name}.{key} must have shape ({length},), got {values.shape}")
+    if values.size and (values.min() < 0 or values.max() >= upper):
+        raise ProtocolError(f"{name}.{key} has indices outside [0, {upper})")
+    return np.array(values, dtype=np.int64, copy=True)

@@ -47,3 +47,30 @@ ENV_SHARED_SEED = "FLWR_VFLGAN_SHARED_SEED"
 
 NO_STEP = -1
 """Step field value meaning "nothing to apply" or "no forward pass"."""
+
+# -- VT-GAN (paper 001) ------------------------------------------------------------------
+# What crosses the wire: server -> client: configuration, the client's layout, chunks of
+# G^t's output, gradients of the client's bottom-discriminator outputs, step numbers and
+# which client supplies a step's conditions. client -> server: row count, ID digest,
+# column count, encoded width and conditional-vector width (setup); bottom-discriminator
+# outputs of fake rows and of real rows (the chosen client's selected rows, every row of
+# the others, in the current shuffled order); the chosen client's conditional vectors
+# and selected row indices; chunk gradients; decoded, shuffled synthetic rows.
+# Never: raw or encoded real rows, the shuffle seed or permutation, encoder statistics.
+VT_PROTOCOL_VERSION = 1
+VT_SETUP = "query.vtgan_setup"
+VT_BUILD = "query.vtgan_build"
+VT_STEP = "train.vtgan_step"
+VT_GENERATE = "evaluate.vtgan_generate"
+
+CHUNK = "chunk"
+ROW_INDICES = "rows"
+CONDITION = "condition"
+COND = "cond"
+COND_REAL = "cond_real"
+
+VT_STATE_META = "vtgan.meta"
+VT_STATE_FLAT = "vtgan.flat"
+VT_STATE_CHUNK = "vtgan.chunk"
+VT_STATE_ORDER = "vtgan.order"
+VT_STATE_ENCODER = "vtgan.encoder"

@@ -35,6 +35,14 @@ class Stream(IntEnum):
     """Latent noise of evaluation and final generation (shared by all parties)."""
     DP_NOISE = 9
     """Gaussian noise of a differentially private discriminator update (private to its holder)."""
+    SHUFFLE = 10
+    """VT-GAN's per-round row permutation (shared by all clients, unknown to the server)."""
+    CONDITION = 11
+    """VT-GAN conditional vectors and matching real rows (private to the chosen client)."""
+    DROPOUT = 12
+    """Dropout masks of VT-GAN's discriminator blocks (private to their holder)."""
+    CHOICE = 13
+    """VT-GAN's choice of the client that supplies a step's conditional vector (server)."""
 
 
 _MASK64 = (1 << 64) - 1

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
 import pytest
 from flwr_vflgan.simulations.config import (
     register_configs,
@@ -86,3 +90,74 @@ def test_dp_groups_compose_as_the_readme_writes_them() -> None:
         to_run_spec(_compose("config", ["dp=vflgan_gaussian", "dp.sampling=poisson"]), "out")
     with pytest.raises(ValueError, match=r"dp\.clip bounds the first-layer"):
         to_run_spec(_compose("config", ["dp=dpsgd", "dp.clip=0.1"]), "out")
+
+
+def _importance_table(path: Path) -> Path:
+    """``outcome`` is ``yes`` exactly when ``signal`` > 0; the other columns are noise."""
+    rng = np.random.default_rng(0)
+    signal = rng.normal(size=300)
+    table = pd.DataFrame(
+        {
+            "noise_a": rng.normal(size=300),
+            "signal": signal,
+            "outcome": np.where(signal > 0, "yes", "no"),
+            "noise_b": rng.normal(size=300),
+            "noise_c": rng.integers(0, 5, size=300),
+        }
+    )
+    table.to_csv(path, index=False)
+    return path
+
+
+def test_importance_partition_composes_and_splits_a_table(tmp_path: Path) -> None:
+    """Paper 001 Section 4.3.2: partition=importance partition.split=1090."""
+    from flwr_vflgan.runtime.party_data import load_full_table, split_columns
+
+    path = _importance_table(tmp_path / "table.csv")
+    table = [f"dataset.source='{path}'", "dataset=csv", "dataset.label=outcome"]
+    spec = to_run_spec(
+        _compose("config", [*table, "partition=importance", "partition.split=1090", "seed=4"]),
+        "out",
+    )
+    assert spec.data.partition == "importance" and spec.data.importance_split == "1090"
+    assert spec.data.partition_seed == 0  # not the run seed: every run shares one split
+    dataset, _ = load_full_table(spec.data)
+    # Four features: 10 % of 4 rounds to 0, raised to the one most important feature;
+    # the label stays with the other party, in table order.
+    expected = [["signal"], ["noise_a", "outcome", "noise_b", "noise_c"]]
+    assert split_columns(spec.data, dataset.schema) == expected
+    assert split_columns(spec.data, dataset.schema) == expected
+    spec = to_run_spec(_compose("config", [*table, "partition=importance"]), "out")
+    assert spec.data.importance_split == "5050"  # PartitionConfig's default
+    # 50 % of 4 features is 2: signal and one noise column; both parties keep table order.
+    first, second = split_columns(spec.data, dataset.schema)
+    assert len(first) == 2 and "signal" in first
+    assert second == [name for name in dataset.schema.names if name not in first]
+
+
+def test_importance_partition_errors(tmp_path: Path) -> None:
+    from flwr_vflgan.runtime.party_data import load_full_table, split_columns
+
+    with pytest.raises(ValueError, match=r"splits the columns between two parties .*n_parties=3"):
+        to_run_spec(_compose("config", ["partition=importance", "partition.n_parties=3"]), "out")
+    with pytest.raises(
+        ValueError,
+        match=r"unknown importance split partition\.split=1234; valid: \['1090', '5050', '9010'\]",
+    ):
+        to_run_spec(_compose("config", ["partition=importance", "partition.split=1234"]), "out")
+    path = _importance_table(tmp_path / "unlabelled.csv")
+    spec = to_run_spec(
+        _compose("config", ["dataset=csv", f"dataset.source='{path}'", "partition=importance"]),
+        "out",
+    )
+    dataset, _ = load_full_table(spec.data)
+    with pytest.raises(ValueError, match=r"has none: name it with dataset\.label=COLUMN"):
+        split_columns(spec.data, dataset.schema)
+
+
+def test_partition_seed_defaults() -> None:
+    assert to_run_spec(_compose("config", ["seed=4"]), "out").data.partition_seed == 4
+    spec = to_run_spec(_compose("config", ["seed=4", "partition=random"]), "out")
+    assert spec.data.partition_seed == 4 and spec.data.importance_split is None
+    spec = to_run_spec(_compose("config", ["partition=importance", "partition.seed=3"]), "out")
+    assert spec.data.partition_seed == 3

@@ -90,8 +90,8 @@ def test_only_a_finished_run_of_the_same_configuration_is_reused(tmp_path: Path)
 def test_dataset_names_and_bad_grids() -> None:
     assert dataset_name("adult") == "adult"
     assert dataset_name("/data/loans.csv.gz") == "loans"
-    with pytest.raises(ValueError, match=r"unknown reproduce.algorithms \['vtgan'\]"):
-        ReproduceConfig(algorithms=("vtgan",))
+    with pytest.raises(ValueError, match=r"unknown reproduce.algorithms \[.gafm.\]"):
+        ReproduceConfig(algorithms=("gafm",))
     with pytest.raises(ValueError, match=r"reproduce\.seeds must not be empty"):
         ReproduceConfig(seeds=())
     with pytest.raises(ValueError, match=r"reproduce\.jobs must be >= 1, got 0"):

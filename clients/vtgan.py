@@ -1,0 +1,376 @@
+"""The client side of VT-GAN on Flower (paper 001, Algorithm 1).
+
+Each handler restores the client's state from ``context.state``, calls the pure step
+functions of :class:`~flwr_vflgan.vtgan.party.VTGANParty`, saves the state back and
+encodes the reply; a malformed or out-of-order message gets a Flower error reply. In a
+deployment every message runs in a new process: the fitted encoder, the models and
+optimizers, the row order and the pending step's chunk all live in ``context.state``.
+The caches on :class:`VTGANClient` only avoid reloading data within one process.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.data.modes import ModeSpecificEncoder
+from flwr_vflgan.gan.schedule import Schedule, StepKind
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import (
+    ProtocolError,
+    get_config,
+    get_field,
+    get_tensor,
+    indices_to_record,
+    tensors_to_record,
+)
+from flwr_vflgan.runtime.party_data import PartyData
+from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
+from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
+
+from .vflgan import VFLGANClient, _partition_id, _shared_seed
+
+log = logging.getLogger(__name__)
+_CACHE_SIZE = 8
+
+
+def _int(cfg: ConfigRecord, key: str) -> int:
+    return int(get_field(cfg, key, int))  # type: ignore[call-overload]
+
+
+class VTGANClient(VFLGANClient):
+    """Message handlers of a VT-GAN client (registered on the project's ClientApp).
+
+    It shares data loading, error replies and node settings with the VFLGAN client.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parties: OrderedDict[tuple, VTGANParty] = OrderedDict()
+        self._encoders: OrderedDict[tuple, tuple[ModeSpecificEncoder, np.ndarray]] = OrderedDict()
+
+    # -- Flower entry points -----------------------------------------------------------
+    def vt_setup(self, msg: Message, context: Context) -> Message:
+        """Load and encode the client's columns; report its shape."""
+        return self._guard(msg, context, self._vt_setup)
+
+    def vt_build(self, msg: Message, context: Context) -> Message:
+        """Build the client's models with the widths the server assigned."""
+        return self._guard(msg, context, self._vt_build)
+
+    def vt_step(self, msg: Message, context: Context) -> Message:
+        """Apply a step's gradients, run the next forward pass, sample conditions."""
+        return self._guard(msg, context, self._vt_step)
+
+    def vt_generate(self, msg: Message, context: Context) -> Message:
+        """Publication: conditions, then decoded and shuffled synthetic rows."""
+        return self._guard(msg, context, self._vt_generate)
+
+    # -- setup -----------------------------------------------------------------------------
+    def _vt_setup(self, msg: Message, context: Context) -> RecordDict:
+        cfg = get_config(msg.content, P.CONFIG)
+        version = get_field(cfg, "protocol_version", int)
+        if version != P.VT_PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"server speaks VT-GAN protocol {version}, this client {P.VT_PROTOCOL_VERSION}"
+            )
+        config_json = str(get_field(cfg, "algorithm", str))
+        config = VFLGANConfig.from_dict(json.loads(config_json))
+        if _int(cfg, "resume_step") != P.NO_STEP:
+            raise ValueError("VT-GAN runs cannot resume from checkpoints yet")
+        partition_id = _partition_id(context)
+        data_key, data = self._party_data(context, cfg, partition_id)
+        shared_seed = _shared_seed(context, _int(cfg, "run_seed"))
+        encoder, encoded = self._encoding(config, data_key, data, shared_seed, partition_id)
+        meta = {
+            "config": config_json,
+            "data_key": data_key,
+            "shared_seed": shared_seed,
+            "partition_id": partition_id,
+        }
+        context.state[P.VT_STATE_META] = ConfigRecord({"json": json.dumps(meta)})
+        context.state[P.VT_STATE_ENCODER] = ConfigRecord({"json": json.dumps(encoder.state_dict())})
+        for key in (P.VT_STATE_FLAT, P.VT_STATE_CHUNK, P.VT_STATE_ORDER):
+            if key in context.state:
+                del context.state[key]
+        return RecordDict(
+            {
+                P.CONFIG: ConfigRecord(
+                    {
+                        "partition_id": partition_id,
+                        "n_rows": data.n_rows,
+                        "id_digest": data.id_digest,
+                        "n_columns": len(data.schema.names),
+                        "encoded_width": int(encoded.shape[1]),
+                        "cond_dim": sum(s.width for s in encoder.discrete_spans),
+                        "dp_allowed_steps": -1,
+                    }
+                )
+            }
+        )
+
+    def _encoding(
+        self,
+        config: VFLGANConfig,
+        data_key: str,
+        data: PartyData,
+        shared_seed: int,
+        partition_id: int,
+        state: dict | None = None,
+    ) -> tuple[ModeSpecificEncoder, np.ndarray]:
+        """The client's fitted mode-specific encoder and its encoded rows.
+
+        Fitted at setup; a new process rebuilds it from the saved state (no refit). The
+        mode of each value is sampled once, from the client's private seed.
+        """
+        key = (
+            data_key,
+            shared_seed,
+            partition_id,
+            config.vtgan.max_modes,
+            config.vtgan.mode_weight_threshold,
+        )
+        if key in self._encoders:
+            self._encoders.move_to_end(key)
+            return self._encoders[key]
+        private = derive_seed(shared_seed, Stream.INIT, 1, partition_id + 1)
+        if state is None:
+            encoder = ModeSpecificEncoder(
+                max_modes=config.vtgan.max_modes,
+                weight_threshold=config.vtgan.mode_weight_threshold,
+                seed=private % (2**31),
+            ).fit(data.frame, data.schema)
+        else:
+            encoder = ModeSpecificEncoder.from_state_dict(state)
+        encoded = encoder.transform(data.frame, numpy_generator(private, Stream.INIT, 2))
+        self._encoders[key] = (encoder, encoded)
+        while len(self._encoders) > _CACHE_SIZE:
+            self._encoders.popitem(last=False)
+        return encoder, encoded
+
+    def _vt_build(self, msg: Message, context: Context) -> RecordDict:
+        meta = _meta(context)
+        cfg = get_config(msg.content, P.CONFIG)
+        layout = PartyLayout(
+            _int(cfg, "chunk_width"), _int(cfg, "g_block_width"), _int(cfg, "d_block_width")
+        )
+        if min(layout.chunk_width, layout.g_block_width, layout.d_block_width) < 1:
+            raise ProtocolError(f"layout widths must be >= 1, got {layout}")
+        meta.update(
+            layout=[layout.chunk_width, layout.g_block_width, layout.d_block_width],
+            pending_step=P.NO_STEP,
+            next_step=0,
+            round=0,
+        )
+        self._parties.pop(_party_key(context, meta), None)
+        party = self._party(context, meta)
+        party.set_order(np.arange(party.n_rows), 0)
+        _save(context, party, meta, order_changed=True)
+        return RecordDict({P.CONFIG: ConfigRecord({"feature_dim": party.feature_dim})})
+
+    def _party(self, context: Context, meta: dict) -> VTGANParty:
+        key = _party_key(context, meta)
+        if key in self._parties:
+            self._parties.move_to_end(key)
+            return self._parties[key]
+        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
+        data = self._load_data(meta["data_key"])
+        state = None
+        if P.VT_STATE_ENCODER in context.state:
+            state = json.loads(str(context.state[P.VT_STATE_ENCODER]["json"]))
+        encoder, encoded = self._encoding(
+            config, meta["data_key"], data, meta["shared_seed"], meta["partition_id"], state
+        )
+        party = VTGANParty(
+            config.vtgan,
+            config.train,
+            encoded,
+            encoder.spans,
+            encoder.discrete_spans,
+            PartyLayout(*meta["layout"]),
+            meta["shared_seed"],
+            meta["partition_id"],
+        )
+        self._parties[key] = party
+        while len(self._parties) > _CACHE_SIZE:
+            self._parties.popitem(last=False)
+        return party
+
+    def _restore(self, context: Context) -> tuple[VTGANParty, dict]:  # type: ignore[override]
+        meta = _meta(context)
+        if "layout" not in meta or P.VT_STATE_FLAT not in context.state:
+            raise ProtocolError("received a step before setup and build: this client has no models")
+        party = self._party(context, meta)
+        flat = context.state[P.VT_STATE_FLAT]
+        buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
+        if not isinstance(buffer, bytes):
+            raise ProtocolError("client state lacks its flat float32 buffer")
+        party.state.load(np.frombuffer(buffer, dtype=np.float32), meta["opt_steps"])
+        if party.round != meta["round"]:
+            order = context.state[P.VT_STATE_ORDER]
+            raw = order.get("int64") if isinstance(order, ConfigRecord) else None
+            if not isinstance(raw, bytes):
+                raise ProtocolError("client state lacks its row order")
+            party.set_order(np.frombuffer(raw, dtype=np.int64).copy(), meta["round"])
+        return party, meta
+
+    # -- training step ---------------------------------------------------------------------
+    def _vt_step(self, msg: Message, context: Context) -> RecordDict:
+        party, meta = self._restore(context)
+        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
+        train = config.train
+        schedule = Schedule(
+            party.n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps
+        )
+        cfg = get_config(msg.content, P.CONFIG)
+        apply_step, forward_step = _int(cfg, "apply_step"), _int(cfg, "forward_step")
+        condition_step = _int(cfg, "condition_step")
+        batch, width = train.batch_size, party.feature_dim
+        features: dict[str, np.ndarray] = {}
+        reply_config = ConfigRecord({"forward_step": forward_step})
+        reply = RecordDict({P.CONFIG: reply_config})
+        order_changed = False
+        if apply_step != P.NO_STEP:
+            if apply_step != meta["pending_step"]:
+                raise ProtocolError(
+                    f"out-of-order message: asked to apply step {apply_step}, but the pending "
+                    f"forward pass is step {meta['pending_step']}"
+                )
+            chosen = bool(get_field(cfg, "apply_chosen", bool))
+            chunk = _chunk(context, batch, party.layout.chunk_width)
+            grad_fake = get_tensor(msg.content, P.GRADS, P.FAKE, (batch, width))
+            if schedule.kind(apply_step) is StepKind.DISCRIMINATOR:
+                rows = batch if chosen else party.n_rows
+                grad_real = get_tensor(msg.content, P.GRADS, P.REAL, (rows, width))
+                party.apply_discriminator(apply_step, chunk, chosen, grad_real, grad_fake)
+            else:
+                chunk_grad, cond_loss = party.apply_generator(apply_step, chunk, chosen, grad_fake)
+                reply[P.CHUNK] = tensors_to_record({P.CHUNK: chunk_grad})
+                reply_config["cond_loss"] = cond_loss
+                if config.vtgan.shuffle:
+                    party.shuffle()
+                    meta["round"] = party.round
+                    order_changed = True
+            meta["pending_step"] = P.NO_STEP
+            meta["next_step"] = apply_step + 1
+        if forward_step != P.NO_STEP:
+            if meta["pending_step"] != P.NO_STEP or forward_step != meta["next_step"]:
+                raise ProtocolError(
+                    f"out-of-order message: asked for the forward pass of step {forward_step}, "
+                    f"expected step {meta['next_step']}"
+                )
+            if forward_step >= schedule.total_steps:
+                raise ProtocolError(
+                    f"step {forward_step} is past the end of training ({schedule.total_steps} steps)"
+                )
+            chunk = get_tensor(msg.content, P.CHUNK, P.CHUNK, (batch, party.layout.chunk_width))
+            features[P.FAKE] = party.forward_fake(forward_step, chunk).numpy()
+            if schedule.kind(forward_step) is StepKind.DISCRIMINATOR:
+                chosen = bool(get_field(cfg, "forward_chosen", bool))
+                real = party.forward_real(forward_step, chosen)
+                features[P.REAL] = real.features.numpy()
+                if real.rows is not None:
+                    reply[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: real.rows})
+            context.state[P.VT_STATE_CHUNK] = tensors_to_record({P.CHUNK: chunk})
+            meta["pending_step"] = forward_step
+        if condition_step != P.NO_STEP:
+            if not 0 <= condition_step < schedule.total_steps:
+                raise ProtocolError(f"condition_step {condition_step} is outside the schedule")
+            if party.sampler.cond_dim == 0:
+                raise ProtocolError(
+                    "asked for conditions, but this client has no categorical columns"
+                )
+            drawn = party.condition(condition_step, batch)
+            conditions = {P.COND: drawn.cond}
+            if schedule.kind(condition_step) is StepKind.DISCRIMINATOR:
+                conditions[P.COND_REAL] = drawn.cond_real
+            reply[P.CONDITION] = tensors_to_record(conditions)
+        if features:
+            reply[P.FEATURES] = tensors_to_record(features)
+        _save(context, party, meta, order_changed)
+        return reply
+
+    # -- publication ---------------------------------------------------------------------
+    def _vt_generate(self, msg: Message, context: Context) -> RecordDict:
+        party, meta = self._restore(context)
+        cfg = get_config(msg.content, P.CONFIG)
+        rows, draw = _int(cfg, "n_rows"), _int(cfg, "draw")
+        phase = str(get_field(cfg, "phase", str))
+        if phase == "conditions":
+            if rows < 0:
+                raise ProtocolError(f"n_rows must be >= 0, got {rows}")
+            cond = (
+                party.generation_conditions(rows, draw)
+                if rows
+                else np.zeros((0, party.sampler.cond_dim), np.float32)
+            )
+            return RecordDict({P.CONDITION: tensors_to_record({P.COND: cond})})
+        if phase != "rows":
+            raise ProtocolError(
+                f"unknown generation phase {phase!r}; valid: ['conditions', 'rows']"
+            )
+        if rows < 1:
+            raise ProtocolError(f"n_rows must be >= 1, got {rows}")
+        chunk = get_tensor(msg.content, P.CHUNK, P.CHUNK, (rows, party.layout.chunk_width))
+        encoded = party.generate(chunk, draw).numpy()
+        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
+        data = self._load_data(meta["data_key"])
+        state = json.loads(str(context.state[P.VT_STATE_ENCODER]["json"]))
+        encoder, _ = self._encoding(
+            config, meta["data_key"], data, meta["shared_seed"], meta["partition_id"], state
+        )
+        frame = encoder.inverse_transform(encoded)
+        # Shuffled with the clients' shared seed before it leaves (paper 001, Section
+        # 3.1.7): rows stay aligned across clients, the server cannot pair them with z.
+        permutation = numpy_generator(meta["shared_seed"], Stream.PUBLISH, draw).permutation(rows)
+        frame = frame.iloc[permutation].reset_index(drop=True)
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return RecordDict(
+            {
+                P.SYNTHETIC: ConfigRecord(
+                    {"parquet": buffer.getvalue(), "n_rows": rows, "privacy": ""}
+                )
+            }
+        )
+
+
+def _meta(context: Context) -> dict[str, Any]:
+    if P.VT_STATE_META not in context.state:
+        raise ProtocolError("received a VT-GAN message before setup: this client has no state")
+    return json.loads(str(context.state[P.VT_STATE_META]["json"]))
+
+
+def _party_key(context: Context, meta: dict) -> tuple:
+    return (
+        context.run_id,
+        context.node_id,
+        meta["config"],
+        meta["data_key"],
+        meta["shared_seed"],
+        tuple(meta["layout"]),
+    )
+
+
+def _chunk(context: Context, batch: int, width: int) -> torch.Tensor:
+    if P.VT_STATE_CHUNK not in context.state:
+        raise ProtocolError("no pending chunk: apply requested before a forward pass")
+    return get_tensor(context.state, P.VT_STATE_CHUNK, P.CHUNK, (batch, width))
+
+
+def _save(context: Context, party: VTGANParty, meta: dict, order_changed: bool) -> None:
+    meta["opt_steps"] = party.state.optimizer_steps()
+    context.state[P.VT_STATE_META] = ConfigRecord({"json": json.dumps(meta)})
+    context.state[P.VT_STATE_FLAT] = ConfigRecord({"float32": party.state.flat.numpy().tobytes()})
+    if order_changed:
+        context.state[P.VT_STATE_ORDER] = ConfigRecord(
+            {"int64": party.order.astype(np.int64).tobytes()}
+        )

@@ -1,0 +1,193 @@
+"""VT-GAN's networks, split into server top models and client bottom models (paper 001,
+Fig. 3 and Fig. 6; the centralized blocks are CTGAN's).
+
+Generator: ``G^t`` on the server reads the noise and the conditional vector and ends in
+``g_server_blocks`` residual blocks (or one Linear layer when there are none); its output
+is split between the clients in proportion to their share of the columns. Each client's
+``G^b_i`` continues with ``g_client_blocks`` residual blocks of its share of the block
+width, then a Linear layer to its encoded width and the output activations (tanh for a
+mode-normalised scalar, Gumbel-softmax for a one-hot block).
+
+Discriminator: each client's ``D^b_i`` is ``d_client_blocks`` FN blocks of its share of
+the width (or one Linear filter as wide as its encoded columns); the server's
+``D^cv`` filters the conditional vector with one Linear layer, and ``D^t`` reads the
+concatenated client outputs and ``D^cv``'s, through ``d_server_blocks`` FN blocks and a
+final Linear layer to the critic score.
+
+Dropout draws its masks from an explicit ``torch.Generator`` so that a forward pass can
+be recomputed exactly in a later message (no global RNG).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from flwr_vflgan.nn.models import SpanLike, apply_output_activations
+
+from .config import VTGANSettings
+
+
+class ResidualBlock(nn.Module):
+    """CTGAN's residual block: ``concat(ReLU(BN(Linear(x))), x)``."""
+
+    def __init__(self, width_in: int, width: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width_in, width)
+        self.bn = nn.BatchNorm1d(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.relu(self.bn(self.fc(x))), x], dim=1)
+
+
+def _residual_stack(width_in: int, width: int, blocks: int) -> tuple[nn.Sequential, int]:
+    layers = []
+    for _ in range(blocks):
+        layers.append(ResidualBlock(width_in, width))
+        width_in += width
+    return nn.Sequential(*layers), width_in
+
+
+class FNStack(nn.Module):
+    """``blocks`` x (Linear, LeakyReLU, Dropout) with dropout masks from a given generator."""
+
+    def __init__(
+        self, width_in: int, width: int, blocks: int, leaky_slope: float, dropout: float
+    ) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList()
+        for _ in range(blocks):
+            self.layers.append(nn.Linear(width_in, width))
+            width_in = width
+        self.out_dim = width_in
+        self.leaky_slope = leaky_slope
+        self.dropout = dropout
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        generator: torch.Generator | None = None,
+        rows: torch.Tensor | None = None,
+        n_total: int | None = None,
+    ) -> torch.Tensor:
+        """Forward pass; with ``rows`` and ``n_total``, ``x`` holds rows ``rows`` of an
+        ``n_total``-row batch and gets exactly the dropout masks the whole batch's pass
+        drew for them (a client recomputes only the rows that received gradients)."""
+        for layer in self.layers:
+            x = nn.functional.leaky_relu(layer(x), self.leaky_slope)
+            if self.training and self.dropout > 0:
+                if rows is None:
+                    keep = torch.rand(x.shape, generator=generator) >= self.dropout
+                else:
+                    assert n_total is not None
+                    full = torch.rand((n_total, x.shape[1]), generator=generator)
+                    keep = full[rows] >= self.dropout
+                x = x * keep / (1.0 - self.dropout)
+        return x
+
+
+class ServerGenerator(nn.Module):
+    """``G^t``: noise and conditional vector to the concatenated client inputs."""
+
+    def __init__(self, latent_dim: int, cond_dim: int, settings: VTGANSettings) -> None:
+        super().__init__()
+        width_in = latent_dim + cond_dim
+        if settings.g_server_blocks > 0:
+            self.body, self.out_dim = _residual_stack(
+                width_in, settings.generator_width, settings.g_server_blocks
+            )
+        else:
+            self.body, self.out_dim = nn.Sequential(nn.Linear(width_in, width_in)), width_in
+
+    def forward(self, z: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        return self.body(torch.cat([z, cond], dim=1))
+
+
+class ClientGenerator(nn.Module):
+    """``G^b_i``: the client's chunk of ``G^t``'s output to its encoded columns."""
+
+    def __init__(
+        self,
+        width_in: int,
+        block_width: int,
+        blocks: int,
+        spans: Sequence[SpanLike],
+        gumbel_tau: float,
+    ) -> None:
+        super().__init__()
+        self.body, width = _residual_stack(width_in, block_width, blocks)
+        self.out_dim = sum(span.width for span in spans)
+        self.head = nn.Linear(width, self.out_dim)
+        self.spans = list(spans)
+        self.tau = gumbel_tau
+
+    def logits(self, chunk: torch.Tensor) -> torch.Tensor:
+        """Pre-activation outputs (the conditional loss reads the one-hot blocks' logits)."""
+        return self.head(self.body(chunk))
+
+    def activate(self, logits: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """Output activations: tanh scalars, soft Gumbel-softmax one-hot blocks."""
+        return apply_output_activations(logits, self.spans, self.tau, False, generator)
+
+    def forward(
+        self, chunk: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        return self.activate(self.logits(chunk), generator)
+
+
+class ClientDiscriminator(nn.Module):
+    """``D^b_i``: FN blocks of the client's width share, or one Linear filter."""
+
+    def __init__(self, width_in: int, block_width: int, settings: VTGANSettings) -> None:
+        super().__init__()
+        if settings.d_client_blocks > 0:
+            self.body: nn.Module = FNStack(
+                width_in,
+                block_width,
+                settings.d_client_blocks,
+                settings.leaky_slope,
+                settings.dropout,
+            )
+            self.out_dim = block_width
+        else:
+            self.body = nn.Linear(width_in, width_in)
+            self.out_dim = width_in
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        generator: torch.Generator | None = None,
+        rows: torch.Tensor | None = None,
+        n_total: int | None = None,
+    ) -> torch.Tensor:
+        if isinstance(self.body, FNStack):
+            return self.body(x, generator, rows, n_total)
+        return self.body(x)
+
+
+class ServerDiscriminator(nn.Module):
+    """``D^t`` with the conditional-vector filter ``D^cv``."""
+
+    def __init__(self, features_dim: int, cond_dim: int, settings: VTGANSettings) -> None:
+        super().__init__()
+        self.cond_filter = nn.Linear(cond_dim, cond_dim) if cond_dim > 0 else None
+        self.body = FNStack(
+            features_dim + cond_dim,
+            settings.discriminator_width,
+            settings.d_server_blocks,
+            settings.leaky_slope,
+            settings.dropout,
+        )
+        self.score = nn.Linear(self.body.out_dim, 1)
+
+    def inputs(self, features: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """``concat(client features, D^cv(cond))``: what the critic reads."""
+        if self.cond_filter is None:
+            return features
+        return torch.cat([features, self.cond_filter(cond)], dim=1)
+
+    def critic(self, inputs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """Critic score of :meth:`inputs` rows."""
+        return self.score(self.body(inputs, generator))

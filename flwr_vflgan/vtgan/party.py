@@ -1,0 +1,326 @@
+"""One VT-GAN client: its bottom generator ``G^b_i``, bottom discriminator ``D^b_i``, its
+conditional-vector sampler and its row order (paper 001, Algorithm 1, client side).
+
+Every step is split in two halves that arrive in different messages (possibly in
+different processes): a *forward* (fake features from the server's chunk of ``G^t``'s
+output, and real features) and an *apply* (the server's gradients with respect to those
+features). The apply recomputes the forward pass from the same random draws (Gumbel
+noise, dropout masks, conditional vectors and row choices are pure functions of the
+client's private seed and the step number) instead of keeping an autograd graph alive.
+
+Rows live in a *current order* that changes after every round (training-with-shuffling,
+Section 3.1.5): round ``r`` applies the permutation drawn from the clients' shared seed
+and ``r``, so all clients stay aligned while the server's row indices refer to different
+people in every round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from flwr_vflgan.config import TrainConfig
+from flwr_vflgan.data.encoder import Span
+from flwr_vflgan.nn.models import eval_mode, frozen_batchnorm_stats, seeded_init
+from flwr_vflgan.privacy.config import PrivacyPlan
+from flwr_vflgan.privacy.updates import discriminator_update
+from flwr_vflgan.runtime.flat import FlatState
+from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator, torch_generator
+
+from .conditions import ConditionSampler, conditional_loss
+from .config import VTGANSettings
+from .models import ClientDiscriminator, ClientGenerator
+
+
+@dataclass(frozen=True)
+class PartyLayout:
+    """The widths the server assigns a client (from the clients' column shares)."""
+
+    chunk_width: int
+    """Width of the client's chunk of ``G^t``'s output."""
+    g_block_width: int
+    """Width of each of the client's residual blocks."""
+    d_block_width: int
+    """Width of each of the client's FN blocks."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A client's conditional vectors for one step (paper 001, CVGeneration)."""
+
+    cond: np.ndarray
+    """``(B, cond_dim)`` one-hot conditions of the fake rows."""
+    mask: np.ndarray
+    """``(B, n_columns)`` the chosen column of each row (for the conditional loss)."""
+    cond_real: np.ndarray
+    """``(B, cond_dim)`` the same conditions permuted: what the real rows must match."""
+    column_real: np.ndarray
+    category_real: np.ndarray
+
+
+@dataclass(frozen=True)
+class RealForward:
+    """Real features of a discriminator step."""
+
+    features: torch.Tensor
+    """``(B, f)`` for the chosen client, ``(N, f)`` (every row, current order) otherwise."""
+    rows: np.ndarray | None
+    """The chosen client's row indices (current order), sent to the server."""
+
+
+def shuffle_permutation(shared_seed: int, round_index: int, n_rows: int) -> np.ndarray:
+    """The permutation every client applies after round ``round_index``."""
+    return numpy_generator(shared_seed, Stream.SHUFFLE, round_index).permutation(n_rows)
+
+
+class VTGANParty:
+    """A client's models, optimizers, sampler and row order.
+
+    Parameters
+    ----------
+    settings, train
+        VT-GAN settings and the shared schedule/optimiser settings.
+    encoded
+        The client's encoded rows in their original order, ``float32 (N, width)``.
+    spans, discrete_spans
+        Output spans of the encoding, and the one-hot spans of its categorical columns
+        (the conditional-vector columns).
+    layout
+        Widths assigned by the server.
+    shared_seed
+        Seed all clients share and the server does not know (shuffling).
+    party
+        The client's index; its private seed (conditions, Gumbel noise, dropout,
+        initialisation) is derived from the shared seed and this index.
+    privacy, noise_seed
+        DP-SGD plan of the bottom discriminator and the seed of its noise.
+    """
+
+    def __init__(
+        self,
+        settings: VTGANSettings,
+        train: TrainConfig,
+        encoded: np.ndarray,
+        spans: Sequence[Span],
+        discrete_spans: Sequence[Span],
+        layout: PartyLayout,
+        shared_seed: int,
+        party: int,
+        privacy: PrivacyPlan | None = None,
+        noise_seed: int | None = None,
+    ) -> None:
+        if encoded.ndim != 2 or encoded.dtype != np.float32:
+            raise ValueError(
+                f"encoded rows must be a 2-D float32 array, got {encoded.dtype} {encoded.shape}"
+            )
+        self.settings = settings
+        self.train = train
+        self.encoded = torch.from_numpy(encoded)
+        self.n_rows = int(encoded.shape[0])
+        self.spans = tuple(spans)
+        self.discrete_spans = tuple(discrete_spans)
+        self.layout = layout
+        self.shared_seed = shared_seed
+        self.party = party
+        self.private_seed = derive_seed(shared_seed, Stream.CONDITION, 0, party + 1)
+        self.sampler = ConditionSampler(encoded, self.discrete_spans, settings.log_frequency)
+        self.order = np.arange(self.n_rows)
+        self.round = 0
+        with seeded_init(derive_seed(self.private_seed, Stream.INIT)):
+            self.generator = ClientGenerator(
+                layout.chunk_width,
+                layout.g_block_width,
+                settings.g_client_blocks,
+                self.spans,
+                settings.gumbel_tau,
+            )
+            self.discriminator = ClientDiscriminator(
+                int(encoded.shape[1]), layout.d_block_width, settings
+            )
+        self.g_opt = torch.optim.Adam(
+            self.generator.parameters(),
+            lr=train.lr,
+            betas=train.betas,
+            weight_decay=settings.weight_decay,
+            foreach=True,
+        )
+        self.d_opt = torch.optim.Adam(
+            self.discriminator.parameters(),
+            lr=train.lr,
+            betas=train.betas,
+            weight_decay=settings.weight_decay,
+            foreach=True,
+        )
+        self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
+        self.privacy = privacy
+        if noise_seed is None:
+            noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
+        self.d_update = discriminator_update(privacy, noise_seed)
+
+    @property
+    def feature_dim(self) -> int:
+        """Width of ``D^b_i``'s output."""
+        return self.discriminator.out_dim
+
+    # -- row order -------------------------------------------------------------------
+    def set_round(self, round_index: int) -> None:
+        """Bring the row order to the one after ``round_index`` shuffles."""
+        if round_index < self.round:
+            self.order = np.arange(self.n_rows)
+            self.round = 0
+            self.sampler = ConditionSampler(
+                self.encoded.numpy(), self.discrete_spans, self.settings.log_frequency
+            )
+        while self.round < round_index:
+            self.shuffle()
+
+    def set_order(self, order: np.ndarray, round_index: int) -> None:
+        """Adopt a saved row order (a client restored in a new process)."""
+        if order.shape != (self.n_rows,):
+            raise ValueError(f"row order must have {self.n_rows} entries, got {order.shape}")
+        self.order = order.astype(np.int64)
+        self.round = round_index
+        self.sampler = ConditionSampler(
+            self.encoded.numpy()[self.order], self.discrete_spans, self.settings.log_frequency
+        )
+
+    def shuffle(self) -> None:
+        """End of a round: reorder the rows with the shared permutation of this round."""
+        permutation = shuffle_permutation(self.shared_seed, self.round, self.n_rows)
+        self.order = self.order[permutation]
+        self.sampler.permute(permutation)
+        self.round += 1
+
+    def _rows(self, rows: np.ndarray) -> torch.Tensor:
+        return self.encoded[torch.from_numpy(self.order[rows])]
+
+    # -- conditional vectors ---------------------------------------------------------
+    def condition(self, step: int, batch: int) -> Condition:
+        """This client's conditional vectors for step ``step`` (it was chosen for it)."""
+        rng = numpy_generator(self.private_seed, Stream.CONDITION, step)
+        drawn = self.sampler.sample_train(batch, rng)
+        permutation = rng.permutation(batch)
+        return Condition(
+            cond=drawn.cond,
+            mask=drawn.mask,
+            cond_real=drawn.cond[permutation],
+            column_real=drawn.column[permutation],
+            category_real=drawn.category[permutation],
+        )
+
+    def real_rows(self, step: int, batch: int) -> np.ndarray:
+        """Rows (current order) whose values match the permuted conditions of ``step``."""
+        drawn = self.condition(step, batch)
+        rng = numpy_generator(self.private_seed, Stream.CONDITION, step, 1)
+        return self.sampler.sample_rows(drawn.column_real, drawn.category_real, rng)
+
+    # -- forward ------------------------------------------------------------------------
+    def _fake(self, step: int, chunk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.generator.logits(chunk)
+        fake = self.generator.activate(
+            logits, torch_generator(self.private_seed, Stream.GUMBEL, step)
+        )
+        return logits, fake
+
+    def _disc(self, x: torch.Tensor, step: int, which: int, **kwargs: object) -> torch.Tensor:
+        gen = torch_generator(self.private_seed, Stream.DROPOUT, step, which)
+        return self.discriminator(x, gen, **kwargs)
+
+    def forward_fake(self, step: int, chunk: torch.Tensor) -> torch.Tensor:
+        """``D^b_i(G^b_i(chunk))``; updates BatchNorm statistics once."""
+        with torch.no_grad():
+            return self._disc(self._fake(step, chunk)[1], step, 1)
+
+    def forward_real(self, step: int, chosen: bool) -> RealForward:
+        """Real features: the chosen client's matching rows, every row otherwise."""
+        with torch.no_grad():
+            if chosen:
+                rows = self.real_rows(step, self.train.batch_size)
+                return RealForward(self._disc(self._rows(rows), step, 0), rows)
+            everything = self.encoded[torch.from_numpy(self.order)]
+            return RealForward(self._disc(everything, step, 0), None)
+
+    # -- apply ---------------------------------------------------------------------------
+    def apply_discriminator(
+        self,
+        step: int,
+        chunk: torch.Tensor,
+        chosen: bool,
+        grad_real: torch.Tensor,
+        grad_fake: torch.Tensor,
+    ) -> None:
+        """Update ``D^b_i`` from the server's gradients of step ``step``.
+
+        ``grad_real`` has one row per real feature sent: ``B`` for the chosen client,
+        ``N`` (zero outside the rows the server selected) otherwise.
+        """
+        with torch.no_grad(), frozen_batchnorm_stats(self.generator):
+            fake = self._fake(step, chunk)[1]
+        if chosen:
+            real = self._rows(self.real_rows(step, self.train.batch_size))
+            selected = None
+            g_real = grad_real
+        else:
+            selected = torch.nonzero(grad_real.abs().sum(dim=1) > 0).flatten()
+            real = self.encoded[torch.from_numpy(self.order[selected.numpy()])]
+            g_real = grad_real[selected]
+
+        def batch_loss() -> torch.Tensor:
+            kwargs = {} if selected is None else {"rows": selected, "n_total": self.n_rows}
+            f_real = self._disc(real, step, 0, **kwargs)
+            f_fake = self._disc(fake, step, 1)
+            return (f_real * g_real).sum() + (f_fake * grad_fake).sum()
+
+        self.d_update(self.discriminator, self.d_opt, batch_loss, _no_row_loss, (), step)
+
+    def apply_generator(
+        self, step: int, chunk: torch.Tensor, chosen: bool, grad_fake: torch.Tensor
+    ) -> tuple[torch.Tensor, float]:
+        """Update ``G^b_i``; return the gradient for the server's chunk and the
+        conditional loss (0 unless this client supplied the step's conditions).
+
+        The chosen client adds CTGAN's conditional cross-entropy on its own one-hot
+        outputs: only it knows which of its columns the condition names.
+        """
+        chunk = chunk.detach().requires_grad_(True)
+        with frozen_batchnorm_stats(self.generator):
+            logits, fake = self._fake(step, chunk)
+        features = self._disc(fake, step, 1)
+        loss = (features * grad_fake).sum()
+        cond_loss = torch.zeros(())
+        if chosen:
+            drawn = self.condition(step, chunk.shape[0])
+            cond_loss = conditional_loss(
+                logits,
+                self.discrete_spans,
+                torch.from_numpy(drawn.cond),
+                torch.from_numpy(drawn.mask),
+            )
+            loss = loss + cond_loss
+        self.g_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.g_opt.step()
+        self.discriminator.zero_grad(set_to_none=True)
+        assert chunk.grad is not None  # set by backward above
+        return chunk.grad, float(cond_loss.detach())
+
+    # -- publication ----------------------------------------------------------------------
+    def generation_conditions(self, n: int, draw: int) -> np.ndarray:
+        """Conditions for ``n`` published rows, by the true category frequencies."""
+        return self.sampler.sample_generation(
+            n, numpy_generator(self.private_seed, Stream.EVAL_NOISE, draw)
+        )
+
+    def generate(self, chunk: torch.Tensor, draw: int) -> torch.Tensor:
+        """Encoded synthetic rows from the server's chunk (eval mode, no autograd)."""
+        with eval_mode(self.generator):
+            return self.generator(
+                chunk, torch_generator(self.private_seed, Stream.EVAL_NOISE, draw)
+            )
+
+
+def _no_row_loss(*args: object) -> torch.Tensor:
+    raise NotImplementedError("per-sample DP-SGD is wired through VTGANParty.dp_rows")

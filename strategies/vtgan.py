@@ -1,0 +1,556 @@
+"""The server side of VT-GAN (paper 001, Algorithm 1) as a Flower strategy.
+
+``VTGANStrategy.start(grid)`` runs setup (each client reports its shape), build (the
+server assigns each client its widths), training and publication over any Flower
+``Grid``. A discriminator step costs one exchange: the message that carries step
+``t - 1``'s gradients also carries step ``t``'s chunks of ``G^t``'s output and asks the
+client chosen for step ``t + 1`` for its conditional vectors. A generator step costs
+two: the clients' chunk gradients must come back before ``G^t`` moves on. Only one
+message per node is ever in flight.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
+from flwr.serverapp import Grid
+
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.data import check_aligned
+from flwr_vflgan.gan.schedule import Schedule, StepKind
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import (
+    ProtocolError,
+    get_config,
+    get_field,
+    get_indices,
+    get_tensor,
+    tensors_to_record,
+)
+from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
+
+from .exchange import RunStopped, exchange, wait_for_nodes
+from .vflgan import PUBLISH_DRAW, VFLGANResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Traffic:
+    """Bytes of array payload (features, gradients, chunks, conditions, indices) sent
+    during training, per client and direction, by the kind of step they belong to."""
+
+    to_client: dict[str, list[int]] = field(default_factory=dict)
+    from_client: dict[str, list[int]] = field(default_factory=dict)
+    steps: dict[str, int] = field(default_factory=dict)
+
+    def count(
+        self,
+        kinds: tuple[str, str],
+        messages: Sequence[Message],
+        replies: Mapping[int, Message],
+        order: Sequence[int],
+    ) -> None:
+        """Add one exchange's payload, booked to the step each value belongs to.
+
+        ``kinds`` is the kind (``d``/``g``) of the step being applied and of the step
+        being run forward: gradients and chunk gradients belong to the first, features,
+        chunks, row indices and conditions to the second.
+        """
+        applied, forward = kinds
+        index = {node: i for i, node in enumerate(order)}
+        for kind in kinds:
+            self.to_client.setdefault(kind, [0] * len(order))
+            self.from_client.setdefault(kind, [0] * len(order))
+        for message in messages:
+            i = index[message.metadata.dst_node_id]
+            for name, size in _payload(message.content).items():
+                self.to_client[applied if name == P.GRADS else forward][i] += size
+        for node, reply in replies.items():
+            for name, size in _payload(reply.content).items():
+                self.from_client[applied if name == P.CHUNK else forward][index[node]] += size
+
+    def per_step(self) -> dict[str, dict[str, list[float]]]:
+        """Mean bytes per step of each kind: ``{kind: {to_client: [...], from_client: [...]}}``."""
+        return {
+            kind: {
+                direction: [b / max(1, self.steps.get(kind, 0)) for b in totals[kind]]
+                for direction, totals in (
+                    ("to_client", self.to_client),
+                    ("from_client", self.from_client),
+                )
+            }
+            for kind in self.to_client
+        }
+
+
+def _int(cfg: ConfigRecord, key: str) -> int:
+    return int(get_field(cfg, key, int))  # type: ignore[call-overload]
+
+
+def _payload(content: RecordDict) -> dict[str, int]:
+    """Bytes of array data per record name."""
+    return {
+        name: sum(len(array.data) for array in record.values())
+        for name, record in content.items()
+        if isinstance(record, ArrayRecord)
+    }
+
+
+@dataclass
+class _Pending:
+    step: int
+    client: int
+    grads_real: list[torch.Tensor]
+    grads_fake: list[torch.Tensor]
+
+
+class VTGANStrategy:
+    """Server of a VT-GAN run.
+
+    Parameters
+    ----------
+    config
+        Algorithm configuration (``variant`` ``vtgan``; sent to every client at setup).
+    n_parties
+        Number of clients; the run waits for that many nodes.
+    seed
+        The server's own seed (noise, client choice, dropout, penalty weights).
+    data_spec
+        Table and column split for simulated clients; ``None`` in a deployment.
+    publish_rows
+        Rows of the published table (default: as many as the training table).
+    poll_interval, timeout, node_wait_timeout
+        As for :class:`~flwr_vflgan.strategies.VFLGANStrategy`.
+    progress
+        Called with a dict after every epoch (epoch, step, losses, elapsed seconds).
+    """
+
+    def __init__(
+        self,
+        config: VFLGANConfig,
+        *,
+        n_parties: int,
+        seed: int = 0,
+        data_spec: DataSpec | None = None,
+        publish_rows: int | None = None,
+        poll_interval: float = 0.001,
+        timeout: float = 600.0,
+        node_wait_timeout: float = 120.0,
+        progress: Callable[[dict[str, float]], None] | None = None,
+    ) -> None:
+        if not config.is_vtgan:
+            raise ValueError(f"VTGANStrategy trains vtgan, got variant {config.variant.value!r}")
+        if not isinstance(n_parties, int) or n_parties < 1:
+            raise ValueError(f"n_parties must be an integer >= 1, got {n_parties!r}")
+        if data_spec is not None and data_spec.n_parties != n_parties:
+            raise ValueError(
+                f"data_spec splits {data_spec.n_parties} parties, n_parties={n_parties}"
+            )
+        if publish_rows is not None and publish_rows < 1:
+            raise ValueError(f"publish_rows must be >= 1, got {publish_rows}")
+        if poll_interval <= 0 or timeout <= 0 or node_wait_timeout <= 0:
+            raise ValueError("poll_interval, timeout and node_wait_timeout must be > 0")
+        if seed < 0:
+            raise ValueError(f"seed must be >= 0, got {seed}")
+        if config.dp.enabled and config.dp.mechanism.value != "dpsgd":
+            raise ValueError(
+                f"VT-GAN trains its discriminators with dp=dpsgd (paper 001, Section 4.3.4); "
+                f"dp.mechanism={config.dp.mechanism.value} is VFLGAN's"
+            )
+        self.config = config
+        self.n_parties = n_parties
+        self.seed = seed
+        self.data_spec = data_spec
+        self.publish_rows = publish_rows
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self.node_wait_timeout = node_wait_timeout
+        self.progress = progress
+        self.traffic = Traffic()
+
+    def summary(self) -> str:
+        """One paragraph describing the configured run."""
+        t, v = self.config.train, self.config.vtgan
+        return (
+            f"VTGANStrategy({self.n_parties} clients, {v.partition_name}, epochs={t.epochs}, "
+            f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, "
+            f"shuffle={v.shuffle}, dp={self.config.dp.mechanism.value})"
+        )
+
+    def _exchange(self, grid: Grid, messages: list[Message], describe: str) -> dict[int, Message]:
+        return exchange(
+            grid,
+            messages,
+            poll_interval=self.poll_interval,
+            timeout=self.timeout,
+            describe=describe,
+        )
+
+    # -- setup ----------------------------------------------------------------------------
+    def configure_setup(self, node_ids: Sequence[int]) -> list[Message]:
+        """Setup messages: configuration and data spec; never a shared seed."""
+        values: dict[str, int | str] = {
+            "protocol_version": P.VT_PROTOCOL_VERSION,
+            "algorithm": json.dumps(self.config.to_dict(), sort_keys=True),
+            "data_spec": self.data_spec.to_json() if self.data_spec else "",
+            "resume_step": P.NO_STEP,
+            "run_seed": self.seed,
+        }
+        return [
+            Message(RecordDict({P.CONFIG: ConfigRecord(dict(values))}), node, P.VT_SETUP)
+            for node in node_ids
+        ]
+
+    def aggregate_setup(
+        self, replies: Mapping[int, Message]
+    ) -> tuple[list[int], int, list[ClientShape]]:
+        """Node ids by partition id, the common row count and every client's shape."""
+        by_partition: dict[int, int] = {}
+        rows: dict[int, int] = {}
+        digests: dict[int, str] = {}
+        shapes: dict[int, ClientShape] = {}
+        for node, reply in replies.items():
+            try:
+                cfg = get_config(reply.content, P.CONFIG)
+                pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
+                rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
+                digests[pid] = str(get_field(cfg, "id_digest", str))
+                shape = ClientShape(
+                    *(_int(cfg, k) for k in ("n_columns", "encoded_width", "cond_dim"))
+                )
+            except ProtocolError as exc:
+                raise RunStopped(f"node {node} sent a malformed setup reply: {exc}") from exc
+            if pid in by_partition:
+                raise RunStopped(
+                    f"nodes {by_partition[pid]} and {node} both claim partition-id {pid}"
+                )
+            if shape.n_columns < 1 or shape.encoded_width < 1 or shape.cond_dim < 0:
+                raise RunStopped(f"node {node} reported an impossible shape {shape}")
+            by_partition[pid] = node
+            shapes[pid] = shape
+        expected = set(range(self.n_parties))
+        if set(by_partition) != expected:
+            raise RunStopped(
+                f"partition ids must be {sorted(expected)}, the nodes reported {sorted(by_partition)}"
+            )
+        try:
+            check_aligned(digests, rows)
+        except ValueError as exc:
+            raise RunStopped(f"the clients' rows do not line up: {exc}") from exc
+        order = sorted(by_partition)
+        return [by_partition[p] for p in order], rows[0], [shapes[p] for p in order]
+
+    def _build(self, grid: Grid, order: Sequence[int], server: VTGANServer) -> None:
+        messages = []
+        for node, layout in zip(order, server.layouts, strict=True):
+            record = ConfigRecord(
+                {
+                    "chunk_width": layout.chunk_width,
+                    "g_block_width": layout.g_block_width,
+                    "d_block_width": layout.d_block_width,
+                }
+            )
+            messages.append(Message(RecordDict({P.CONFIG: record}), node, P.VT_BUILD))
+        replies = self._exchange(grid, messages, "build")
+        for i, node in enumerate(order):
+            width = get_field(get_config(replies[node].content, P.CONFIG), "feature_dim", int)
+            if width != server.feature_dims[i]:
+                raise RunStopped(
+                    f"node {node} built a bottom discriminator of width {width}, the server "
+                    f"expects {server.feature_dims[i]}"
+                )
+
+    # -- training ------------------------------------------------------------------------
+    def _step_messages(
+        self,
+        order: Sequence[int],
+        pending: _Pending | None,
+        forward: tuple[int, int, list[torch.Tensor]] | None,
+        condition: tuple[int, int] | None,
+    ) -> list[Message]:
+        messages = []
+        for i, node in enumerate(order):
+            cfg = ConfigRecord(
+                {
+                    "apply_step": pending.step if pending else P.NO_STEP,
+                    "apply_chosen": bool(pending and pending.client == i),
+                    "forward_step": forward[0] if forward else P.NO_STEP,
+                    "forward_chosen": bool(forward and forward[1] == i),
+                    "condition_step": condition[0]
+                    if condition and condition[1] == i
+                    else P.NO_STEP,
+                }
+            )
+            content = RecordDict({P.CONFIG: cfg})
+            if pending is not None:
+                grads = {P.FAKE: pending.grads_fake[i]}
+                if pending.grads_real:
+                    grads[P.REAL] = pending.grads_real[i]
+                content[P.GRADS] = tensors_to_record(grads)
+            if forward is not None:
+                content[P.CHUNK] = tensors_to_record({P.CHUNK: forward[2][i]})
+            group = str(forward[0] if forward else pending.step if pending else 0)
+            messages.append(Message(content, node, P.VT_STEP, group_id=group))
+        return messages
+
+    def _conditions(
+        self, reply: Message, node: int, shape: ClientShape, discriminator: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        batch = self.config.train.batch_size
+        try:
+            cond = get_tensor(reply.content, P.CONDITION, P.COND, (batch, shape.cond_dim)).numpy()
+            real = (
+                get_tensor(reply.content, P.CONDITION, P.COND_REAL, (batch, shape.cond_dim)).numpy()
+                if discriminator
+                else None
+            )
+        except ProtocolError as exc:
+            raise RunStopped(f"node {node} sent malformed conditions: {exc}") from exc
+        for name, values in (("cond", cond), ("cond_real", real)):
+            if values is not None and not (
+                np.isin(values, (0.0, 1.0)).all() and (values.sum(axis=1) == 1).all()
+            ):
+                raise RunStopped(f"node {node} sent {name} rows that are not one-hot")
+        return cond, real
+
+    def _features(
+        self,
+        replies: Mapping[int, Message],
+        order: Sequence[int],
+        server: VTGANServer,
+        client: int,
+        n_rows: int,
+        discriminator: bool,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], np.ndarray | None]:
+        batch = self.config.train.batch_size
+        fake, real, rows = [], [], None
+        for i, node in enumerate(order):
+            content, width = replies[node].content, server.feature_dims[i]
+            try:
+                fake.append(get_tensor(content, P.FEATURES, P.FAKE, (batch, width)))
+                if discriminator:
+                    length = batch if i == client else n_rows
+                    real.append(get_tensor(content, P.FEATURES, P.REAL, (length, width)))
+                    if i == client:
+                        rows = get_indices(content, P.ROW_INDICES, P.ROW_INDICES, batch, n_rows)
+            except ProtocolError as exc:
+                raise RunStopped(f"node {node} sent a malformed step reply: {exc}") from exc
+        return real, fake, rows
+
+    def start(self, grid: Grid) -> VFLGANResult:
+        """Run setup, build, training and publication; return the result.
+
+        Raises
+        ------
+        RunStopped
+            A client failed or misbehaved, or nodes did not answer in time.
+        """
+        started = time.monotonic()
+        log.info("%s", self.summary())
+        nodes = wait_for_nodes(grid, self.n_parties, self.node_wait_timeout)
+        order, n_rows, shapes = self.aggregate_setup(
+            self._exchange(grid, self.configure_setup(nodes), "setup")
+        )
+        train = self.config.train
+        server = VTGANServer(self.config.vtgan, train, shapes, self.seed)
+        self._build(grid, order, server)
+        schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+        self.traffic = Traffic()
+        exchanges = 2
+        loop_started = time.monotonic()
+        history: list[dict[str, float]] = []
+        sums: dict[str, list[float]] = {}
+
+        def step_exchange(
+            pending: _Pending | None,
+            forward: tuple[int, int, list[torch.Tensor]] | None,
+            condition: tuple[int, int] | None,
+            describe: str,
+        ) -> dict[int, Message]:
+            nonlocal exchanges
+            messages = self._step_messages(order, pending, forward, condition)
+            replies = self._exchange(grid, messages, describe)
+            applied = schedule.kind(pending.step).value if pending else "d"
+            ahead = schedule.kind(forward[0]).value if forward else applied
+            self.traffic.count((applied, ahead), messages, replies, order)
+            exchanges += 1
+            return replies
+
+        total = schedule.total_steps
+        first = server.choose_client(0)
+        replies = step_exchange(None, None, (0, first), "conditions of step 0")
+        conditions = self._conditions(
+            replies[order[first]],
+            order[first],
+            shapes[first],
+            schedule.kind(0) is StepKind.DISCRIMINATOR,
+        )
+        pending: _Pending | None = None
+        for step in range(total):
+            kind = schedule.kind(step)
+            self.traffic.steps[kind.value] = self.traffic.steps.get(kind.value, 0) + 1
+            client = server.choose_client(step)
+            cond_fake = server.full_condition(client, conditions[0])
+            chunks = server.chunks(step, cond_fake, keep_graph=kind is StepKind.GENERATOR)
+            following = server.choose_client(step + 1) if step + 1 < total else None
+            replies = step_exchange(
+                pending,
+                (step, client, chunks),
+                (step + 1, following) if following is not None else None,
+                f"step {step}",
+            )
+            discriminator = kind is StepKind.DISCRIMINATOR
+            real, fake, rows = self._features(replies, order, server, client, n_rows, discriminator)
+            next_conditions = (
+                self._conditions(
+                    replies[order[following]],
+                    order[following],
+                    shapes[following],
+                    schedule.kind(step + 1) is StepKind.DISCRIMINATOR,
+                )
+                if following is not None
+                else None
+            )
+            if discriminator:
+                assert rows is not None and conditions[1] is not None
+                cond_real = server.full_condition(client, conditions[1])
+                grads_real, grads_fake, loss = server.discriminator_step(
+                    step, client, real, rows, fake, cond_real, cond_fake
+                )
+                pending = _Pending(step, client, grads_real, grads_fake)
+                sums.setdefault("d_loss", []).append(loss)
+            else:
+                grads_fake, loss = server.generator_loss(step, fake, cond_fake)
+                g_replies = step_exchange(
+                    _Pending(step, client, [], grads_fake), None, None, f"generator update {step}"
+                )
+                chunk_grads, cond_loss = [], 0.0
+                for i, node in enumerate(order):
+                    try:
+                        cfg = get_config(g_replies[node].content, P.CONFIG)
+                        if i == client:
+                            cond_loss = float(get_field(cfg, "cond_loss", float))  # type: ignore[arg-type]
+                        chunk_grads.append(
+                            get_tensor(
+                                g_replies[node].content,
+                                P.CHUNK,
+                                P.CHUNK,
+                                (train.batch_size, server.chunk_widths[i]),
+                            )
+                        )
+                    except ProtocolError as exc:
+                        raise RunStopped(
+                            f"node {node} sent a malformed chunk gradient: {exc}"
+                        ) from exc
+                server.generator_update(chunk_grads)
+                pending = None
+                sums.setdefault("g_loss", []).append(loss)
+                sums.setdefault("cond_loss", []).append(cond_loss)
+            if next_conditions is not None:
+                conditions = next_conditions
+            if schedule.ends_epoch(step) or step + 1 == total:
+                record = {
+                    "epoch": float(schedule.epoch_of(step)),
+                    "step": float(step + 1),
+                    "elapsed": time.monotonic() - started,
+                    **{k: float(np.mean(v)) for k, v in sums.items()},
+                }
+                history.append(record)
+                sums = {}
+                log.info(
+                    "epoch %d step %d d_loss %.4f g_loss %.4f",
+                    schedule.epoch_of(step),
+                    step + 1,
+                    record.get("d_loss", float("nan")),
+                    record.get("g_loss", float("nan")),
+                )
+                if self.progress is not None:
+                    self.progress({**record, "total_steps": total})
+        if pending is not None:
+            step_exchange(pending, None, None, "last update")
+        train_seconds = time.monotonic() - loop_started
+        synthetic = self._publish(grid, order, server, n_rows)
+        exchanges += 2
+        return VFLGANResult(
+            synthetic=synthetic,
+            history=history,
+            steps=total,
+            exchanges=exchanges,
+            wall_seconds=time.monotonic() - started,
+            n_rows=n_rows,
+            train_seconds=train_seconds,
+            published="last",
+        )
+
+    # -- publication ------------------------------------------------------------------------
+    def _publish(
+        self, grid: Grid, order: Sequence[int], server: VTGANServer, n_rows: int
+    ) -> pd.DataFrame:
+        rows = self.publish_rows or n_rows
+        owners = server.generation_owners(rows, PUBLISH_DRAW)
+        counts = [int((owners == i).sum()) for i in range(len(order))]
+        messages = [
+            Message(
+                RecordDict(
+                    {
+                        P.CONFIG: ConfigRecord(
+                            {"phase": "conditions", "n_rows": counts[i], "draw": PUBLISH_DRAW}
+                        )
+                    }
+                ),
+                node,
+                P.VT_GENERATE,
+            )
+            for i, node in enumerate(order)
+        ]
+        replies = self._exchange(grid, messages, "publication conditions")
+        parts = {}
+        for i, node in enumerate(order):
+            if counts[i] == 0:
+                continue
+            try:
+                parts[i] = get_tensor(
+                    replies[node].content, P.CONDITION, P.COND, (counts[i], server.cond_dims[i])
+                ).numpy()
+            except ProtocolError as exc:
+                raise RunStopped(
+                    f"node {node} sent malformed publication conditions: {exc}"
+                ) from exc
+        chunks = server.generation_chunks(server.assemble_condition(owners, parts), PUBLISH_DRAW)
+        messages = []
+        for i, node in enumerate(order):
+            content = RecordDict(
+                {
+                    P.CONFIG: ConfigRecord({"phase": "rows", "n_rows": rows, "draw": PUBLISH_DRAW}),
+                    P.CHUNK: tensors_to_record({P.CHUNK: chunks[i]}),
+                }
+            )
+            messages.append(Message(content, node, P.VT_GENERATE))
+        replies = self._exchange(grid, messages, "publication")
+        blocks = []
+        for node in order:
+            try:
+                record = get_config(replies[node].content, P.SYNTHETIC)
+                block = pd.read_parquet(io.BytesIO(get_field(record, "parquet", bytes)))  # type: ignore[arg-type]
+            except (ProtocolError, OSError, ValueError) as exc:
+                raise RunStopped(f"node {node} sent an unreadable synthetic block: {exc}") from exc
+            if len(block) != rows:
+                raise RunStopped(f"node {node} sent {len(block)} synthetic rows, expected {rows}")
+            blocks.append(block)
+        table = pd.concat(blocks, axis=1)
+        if table.columns.duplicated().any():
+            raise RunStopped(
+                f"clients published overlapping columns: {sorted(table.columns[table.columns.duplicated()])}"
+            )
+        return table
