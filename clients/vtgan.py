@@ -23,6 +23,7 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data.modes import ModeSpecificEncoder
 from flwr_vflgan.gan.schedule import Schedule, StepKind
+from flwr_vflgan.privacy import BudgetExceededError
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
@@ -35,6 +36,7 @@ from flwr_vflgan.runtime.codec import (
 from flwr_vflgan.runtime.party_data import PartyData
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
 from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
+from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 
 from .vflgan import VFLGANClient, _partition_id, _shared_seed
 
@@ -111,7 +113,7 @@ class VTGANClient(VFLGANClient):
                         "n_columns": len(data.schema.names),
                         "encoded_width": int(encoded.shape[1]),
                         "cond_dim": sum(s.width for s in encoder.discrete_spans),
-                        "dp_allowed_steps": -1,
+                        "cond_columns": len(encoder.discrete_spans),
                     }
                 )
             }
@@ -169,12 +171,39 @@ class VTGANClient(VFLGANClient):
             pending_step=P.NO_STEP,
             next_step=0,
             round=0,
+            privacy=self._privacy(context, cfg, meta),
+            d_steps=0,
         )
         self._parties.pop(_party_key(context, meta), None)
         party = self._party(context, meta)
         party.set_order(np.arange(party.n_rows), 0)
         _save(context, party, meta, order_changed=True)
         return RecordDict({P.CONFIG: ConfigRecord({"feature_dim": party.feature_dim})})
+
+    def _privacy(self, context: Context, cfg: ConfigRecord, meta: dict) -> dict | None:
+        """This client's DP plan, calibrated by the client itself (the same computation
+        the server does): the noise of every part for the joint target, from the
+        configuration, the row count and every client's number of categorical columns."""
+        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
+        if not config.dp.enabled:
+            return None
+        columns = get_field(cfg, "count_columns", list)
+        if not isinstance(columns, list) or not all(isinstance(c, int) for c in columns):
+            raise ProtocolError(f"count_columns must be a list of integers, got {columns!r}")
+        data = self._load_data(meta["data_key"])
+        train = config.train
+        schedule = Schedule(
+            data.n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps
+        )
+        plan = plan_vtgan_privacy(
+            config.dp,
+            count_noise=config.vtgan.dp_count_noise,
+            count_columns=tuple(int(c) for c in columns),
+            dataset_size=data.n_rows,
+            batch_size=train.batch_size,
+            planned_steps=schedule.d_steps_before(schedule.total_steps),
+        )
+        return {"plan": plan.state(), "noise_seed": _noise_seed(context)}
 
     def _party(self, context: Context, meta: dict) -> VTGANParty:
         key = _party_key(context, meta)
@@ -198,6 +227,8 @@ class VTGANClient(VFLGANClient):
             PartyLayout(*meta["layout"]),
             meta["shared_seed"],
             meta["partition_id"],
+            VTGANPrivacy.restore(config.dp, meta["privacy"]["plan"]) if meta["privacy"] else None,
+            meta["privacy"]["noise_seed"] if meta["privacy"] else None,
         )
         self._parties[key] = party
         while len(self._parties) > _CACHE_SIZE:
@@ -248,8 +279,10 @@ class VTGANClient(VFLGANClient):
             chunk = _chunk(context, batch, party.layout.chunk_width)
             grad_fake = get_tensor(msg.content, P.GRADS, P.FAKE, (batch, width))
             if schedule.kind(apply_step) is StepKind.DISCRIMINATOR:
-                rows = batch if chosen else party.n_rows
+                rows = batch if chosen or party.privacy else party.n_rows
                 grad_real = get_tensor(msg.content, P.GRADS, P.REAL, (rows, width))
+                if party.privacy is not None:
+                    _spend(party, meta)
                 party.apply_discriminator(apply_step, chunk, chosen, grad_real, grad_fake)
             else:
                 chunk_grad, cond_loss = party.apply_generator(apply_step, chunk, chosen, grad_fake)
@@ -334,13 +367,43 @@ class VTGANClient(VFLGANClient):
         frame = frame.iloc[permutation].reset_index(drop=True)
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
-        return RecordDict(
+        spent = party.privacy_summary(meta["d_steps"])
+        record = ConfigRecord(
             {
-                P.SYNTHETIC: ConfigRecord(
-                    {"parquet": buffer.getvalue(), "n_rows": rows, "privacy": ""}
-                )
+                "parquet": buffer.getvalue(),
+                "n_rows": rows,
+                "privacy": json.dumps(spent) if spent else "",
             }
         )
+        return RecordDict({P.SYNTHETIC: record})
+
+
+def _noise_seed(context: Context) -> int | None:
+    """The client's own DP noise seed (node_config ``noise-seed``), if it set one."""
+    value = context.node_config.get(P.NODE_NOISE_SEED)
+    if value is None or value == "":
+        return None
+    try:
+        seed = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"node_config '{P.NODE_NOISE_SEED}' must be a non-negative integer, got {value!r}"
+        ) from None
+    if seed < 0:
+        raise ValueError(f"node_config '{P.NODE_NOISE_SEED}' must be >= 0, got {seed}")
+    return seed
+
+
+def _spend(party: VTGANParty, meta: dict) -> None:
+    """Count one discriminator step against the plan, or refuse it."""
+    assert party.privacy is not None
+    if meta["d_steps"] >= party.privacy.planned_steps:
+        raise BudgetExceededError(
+            f"client {meta['partition_id']}",
+            party.privacy.joint_epsilon(meta["d_steps"] + 1),
+            float(party.privacy.config.target_epsilon or 0.0),
+        )
+    meta["d_steps"] += 1
 
 
 def _meta(context: Context) -> dict[str, Any]:

@@ -418,15 +418,19 @@ def train_ctgan(spec: RunSpec, real: Dataset, progress: Progress | None) -> VFLG
         wall_seconds=time.monotonic() - started,
         n_rows=len(real.frame),
         train_seconds=time.monotonic() - started,
+        privacy=outcome.privacy,
     )
 
 
 def privacy_metrics(spec: RunSpec, result: VFLGANResult) -> dict[str, Any] | None:
-    """``metrics.json``'s ``privacy``: the mechanism and what each data holder spent."""
+    """``metrics.json``'s ``privacy``: the mechanism and what each data holder spent
+    (VT-GAN adds ``joint_epsilon``, the guarantee of all its parts' releases together)."""
     dp = spec.algorithm.dp
     if not dp.enabled:
         return None
+    joint = result.privacy[0].get("joint_epsilon")
     return {
+        **({"joint_epsilon": joint} if joint is not None else {}),
         "mechanism": dp.mechanism.value,
         "target_epsilon": dp.target_epsilon,
         "delta": dp.delta,

@@ -70,6 +70,11 @@ class Reporter:
                     f"{party['steps']} discriminator steps, {party['accountant']}, "
                     f"{party['conversion']} conversion)"
                 )
+            if privacy.get("joint_epsilon") is not None:
+                self._print(
+                    f"privacy      joint: epsilon {privacy['joint_epsilon']:.4f} of "
+                    f"{privacy['target_epsilon']:g} for every part's releases together"
+                )
             if privacy["budget_stop"]:
                 self._print(f"privacy      stopped early: {privacy['budget_stop']}")
         if "evaluation" in metrics:

@@ -37,6 +37,7 @@ from flwr_vflgan.runtime.codec import (
     tensors_to_record,
 )
 from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.vtgan.privacy import plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
 from .exchange import RunStopped, exchange, wait_for_nodes
@@ -134,6 +135,8 @@ class VTGANStrategy:
         As for :class:`~flwr_vflgan.strategies.VFLGANStrategy`.
     progress
         Called with a dict after every epoch (epoch, step, losses, elapsed seconds).
+    noise_seed
+        Seed of the server's own DP-SGD noise (default: derived from ``seed``).
     """
 
     def __init__(
@@ -148,6 +151,7 @@ class VTGANStrategy:
         timeout: float = 600.0,
         node_wait_timeout: float = 120.0,
         progress: Callable[[dict[str, float]], None] | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         if not config.is_vtgan:
             raise ValueError(f"VTGANStrategy trains vtgan, got variant {config.variant.value!r}")
@@ -168,6 +172,11 @@ class VTGANStrategy:
                 f"VT-GAN trains its discriminators with dp=dpsgd (paper 001, Section 4.3.4); "
                 f"dp.mechanism={config.dp.mechanism.value} is VFLGAN's"
             )
+        if config.dp.poisson:
+            raise ValueError(
+                "VT-GAN's DP-SGD draws fixed-size batches (dp.sampling=without_replacement); "
+                "dp.sampling=poisson is not supported for algorithm=vtgan"
+            )
         self.config = config
         self.n_parties = n_parties
         self.seed = seed
@@ -177,7 +186,9 @@ class VTGANStrategy:
         self.timeout = timeout
         self.node_wait_timeout = node_wait_timeout
         self.progress = progress
+        self.noise_seed = noise_seed
         self.traffic = Traffic()
+        self.count_columns: tuple[int, ...] = ()
 
     def summary(self) -> str:
         """One paragraph describing the configured run."""
@@ -220,6 +231,7 @@ class VTGANStrategy:
         rows: dict[int, int] = {}
         digests: dict[int, str] = {}
         shapes: dict[int, ClientShape] = {}
+        cond_columns: dict[int, int] = {}
         for node, reply in replies.items():
             try:
                 cfg = get_config(reply.content, P.CONFIG)
@@ -229,6 +241,7 @@ class VTGANStrategy:
                 shape = ClientShape(
                     *(_int(cfg, k) for k in ("n_columns", "encoded_width", "cond_dim"))
                 )
+                cond_columns[pid] = _int(cfg, "cond_columns")
             except ProtocolError as exc:
                 raise RunStopped(f"node {node} sent a malformed setup reply: {exc}") from exc
             if pid in by_partition:
@@ -249,6 +262,7 @@ class VTGANStrategy:
         except ValueError as exc:
             raise RunStopped(f"the clients' rows do not line up: {exc}") from exc
         order = sorted(by_partition)
+        self.count_columns = tuple(cond_columns[p] for p in order)
         return [by_partition[p] for p in order], rows[0], [shapes[p] for p in order]
 
     def _build(self, grid: Grid, order: Sequence[int], server: VTGANServer) -> None:
@@ -259,6 +273,8 @@ class VTGANStrategy:
                     "chunk_width": layout.chunk_width,
                     "g_block_width": layout.g_block_width,
                     "d_block_width": layout.d_block_width,
+                    # Every client calibrates its own noise for the joint target.
+                    "count_columns": list(self.count_columns),
                 }
             )
             messages.append(Message(RecordDict({P.CONFIG: record}), node, P.VT_BUILD))
@@ -334,15 +350,18 @@ class VTGANStrategy:
         discriminator: bool,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], np.ndarray | None]:
         batch = self.config.train.batch_size
+        private = server.privacy is not None
         fake, real, rows = [], [], None
         for i, node in enumerate(order):
             content, width = replies[node].content, server.feature_dims[i]
             try:
                 fake.append(get_tensor(content, P.FEATURES, P.FAKE, (batch, width)))
                 if discriminator:
-                    length = batch if i == client else n_rows
+                    length = batch if i == client or private else n_rows
                     real.append(get_tensor(content, P.FEATURES, P.REAL, (length, width)))
-                    if i == client:
+                    if private and P.ROW_INDICES in content:
+                        raise ProtocolError("row indices must not be sent under DP")
+                    if i == client and not private:
                         rows = get_indices(content, P.ROW_INDICES, P.ROW_INDICES, batch, n_rows)
             except ProtocolError as exc:
                 raise RunStopped(f"node {node} sent a malformed step reply: {exc}") from exc
@@ -363,9 +382,26 @@ class VTGANStrategy:
             self._exchange(grid, self.configure_setup(nodes), "setup")
         )
         train = self.config.train
-        server = VTGANServer(self.config.vtgan, train, shapes, self.seed)
-        self._build(grid, order, server)
         schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+        privacy = None
+        if self.config.dp.enabled:
+            privacy = plan_vtgan_privacy(
+                self.config.dp,
+                count_noise=self.config.vtgan.dp_count_noise,
+                count_columns=self.count_columns,
+                dataset_size=n_rows,
+                batch_size=train.batch_size,
+                planned_steps=schedule.d_steps_before(schedule.total_steps),
+            )
+            log.info(
+                "DP-SGD on every critic part: sigma %.4f, clip %g, joint epsilon %.4f at delta %g",
+                privacy.noise_multiplier,
+                privacy.clip,
+                privacy.joint_epsilon(privacy.planned_steps),
+                self.config.dp.delta,
+            )
+        server = VTGANServer(self.config.vtgan, train, shapes, self.seed, privacy, self.noise_seed)
+        self._build(grid, order, server)
         self.traffic = Traffic()
         exchanges = 2
         loop_started = time.monotonic()
@@ -423,7 +459,7 @@ class VTGANStrategy:
                 else None
             )
             if discriminator:
-                assert rows is not None and conditions[1] is not None
+                assert conditions[1] is not None
                 cond_real = server.full_condition(client, conditions[1])
                 grads_real, grads_fake, loss = server.discriminator_step(
                     step, client, real, rows, fake, cond_real, cond_fake
@@ -480,8 +516,11 @@ class VTGANStrategy:
         if pending is not None:
             step_exchange(pending, None, None, "last update")
         train_seconds = time.monotonic() - loop_started
-        synthetic = self._publish(grid, order, server, n_rows)
+        synthetic, spent = self._publish(grid, order, server, n_rows)
         exchanges += 2
+        if privacy is not None:
+            d_steps = schedule.d_steps_before(total)
+            spent = [server.privacy_summary(d_steps) or {}, *spent]
         return VFLGANResult(
             synthetic=synthetic,
             history=history,
@@ -490,13 +529,14 @@ class VTGANStrategy:
             wall_seconds=time.monotonic() - started,
             n_rows=n_rows,
             train_seconds=train_seconds,
+            privacy=spent,
             published="last",
         )
 
     # -- publication ------------------------------------------------------------------------
     def _publish(
         self, grid: Grid, order: Sequence[int], server: VTGANServer, n_rows: int
-    ) -> pd.DataFrame:
+    ) -> tuple[pd.DataFrame, list[dict]]:
         rows = self.publish_rows or n_rows
         owners = server.generation_owners(rows, PUBLISH_DRAW)
         counts = [int((owners == i).sum()) for i in range(len(order))]
@@ -538,13 +578,18 @@ class VTGANStrategy:
             )
             messages.append(Message(content, node, P.VT_GENERATE))
         replies = self._exchange(grid, messages, "publication")
-        blocks = []
+        blocks, spent = [], []
         for node in order:
             try:
                 record = get_config(replies[node].content, P.SYNTHETIC)
                 block = pd.read_parquet(io.BytesIO(get_field(record, "parquet", bytes)))  # type: ignore[arg-type]
+                privacy = str(get_field(record, "privacy", str))
             except (ProtocolError, OSError, ValueError) as exc:
                 raise RunStopped(f"node {node} sent an unreadable synthetic block: {exc}") from exc
+            if self.config.dp.enabled:
+                if not privacy:
+                    raise RunStopped(f"node {node} published without reporting its privacy spend")
+                spent.append(json.loads(privacy))
             if len(block) != rows:
                 raise RunStopped(f"node {node} sent {len(block)} synthetic rows, expected {rows}")
             blocks.append(block)
@@ -553,4 +598,4 @@ class VTGANStrategy:
             raise RunStopped(
                 f"clients published overlapping columns: {sorted(table.columns[table.columns.duplicated()])}"
             )
-        return table
+        return table, spent

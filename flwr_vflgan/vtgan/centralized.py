@@ -11,7 +11,7 @@ non-chosen clients never runs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -23,6 +23,7 @@ from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
 
 from .local import generate_local, train_local
 from .party import VTGANParty
+from .privacy import plan_vtgan_privacy
 from .server import ClientShape, VTGANServer
 
 
@@ -33,6 +34,7 @@ class CentralizedResult:
     synthetic: pd.DataFrame
     history: list[dict[str, float]]
     steps: int
+    privacy: list[dict] = field(default_factory=list)
 
 
 def train_ctgan(
@@ -57,7 +59,19 @@ def train_ctgan(
         encoded_width=int(encoded.shape[1]),
         cond_dim=sum(s.width for s in encoder.discrete_spans),
     )
-    server = VTGANServer(settings, train, [shape], seed)
+    n_rows = int(encoded.shape[0])
+    schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+    privacy = None
+    if config.dp.enabled:
+        privacy = plan_vtgan_privacy(
+            config.dp,
+            count_noise=settings.dp_count_noise,
+            count_columns=(len(encoder.discrete_spans),),
+            dataset_size=n_rows,
+            batch_size=train.batch_size,
+            planned_steps=schedule.d_steps_before(schedule.total_steps),
+        )
+    server = VTGANServer(settings, train, [shape], seed, privacy)
     party = VTGANParty(
         settings,
         train,
@@ -67,14 +81,18 @@ def train_ctgan(
         server.layouts[0],
         derive_seed(seed, Stream.SHUFFLE),
         0,
+        privacy,
     )
-    n_rows = int(encoded.shape[0])
-    schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
     history = train_local(schedule, server, [party], on_epoch=on_epoch)
     rows = publish_rows or n_rows
     (block,) = generate_local(server, [party], rows, 0)
     table = encoder.inverse_transform(block)
     permutation = numpy_generator(seed, Stream.PUBLISH).permutation(rows)
+    d_steps = schedule.d_steps_before(schedule.total_steps)
+    spent = []
+    if privacy is not None:
+        # One data holder: its counts, its bottom and top critic parts are one release.
+        spent = [privacy.summary("centralized", d_steps, 0)]
     return CentralizedResult(
-        table.iloc[permutation].reset_index(drop=True), history, schedule.total_steps
+        table.iloc[permutation].reset_index(drop=True), history, schedule.total_steps, spent
     )

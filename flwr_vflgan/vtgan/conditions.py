@@ -189,6 +189,41 @@ class ConditionSampler:
         """The spans given at construction."""
         return self._spans
 
+    def all_counts(self) -> list[np.ndarray]:
+        """The category counts of every column (a copy)."""
+        return [self.category_counts(j) for j in range(self.n_columns)]
+
+    def set_frequencies(self, counts: Sequence[np.ndarray]) -> None:
+        """Draw conditions from these (e.g. differentially private) counts instead of the
+        exact ones: ``sample_train`` uses their (log-)frequencies, ``sample_generation``
+        their frequencies. ``sample_rows`` still uses the real rows.
+
+        Raises
+        ------
+        ValueError
+            If there is not one non-negative, finite count vector per column, of the
+            column's width, with a positive sum.
+        """
+        if len(counts) != self.n_columns:
+            raise ValueError(f"expected counts for {self.n_columns} columns, got {len(counts)}")
+        train, true = [], []
+        for span, column in zip(self._spans, counts, strict=True):
+            values = np.asarray(column, dtype=np.float64)
+            if values.shape != (span.width,) or not np.isfinite(values).all():
+                raise ValueError(
+                    f"counts of column {span.column!r} must be {span.width} finite values, "
+                    f"got shape {values.shape}"
+                )
+            if (values < 0).any() or values.sum() <= 0:
+                raise ValueError(
+                    f"counts of column {span.column!r} must be >= 0 with a positive sum"
+                )
+            weights = np.log1p(values) if self.log_frequency else values
+            train.append(weights / weights.sum())
+            true.append(values / values.sum())
+        self._train_probabilities = train
+        self._true_probabilities = true
+
     def category_counts(self, column: int) -> np.ndarray:
         """Rows holding each category of ``column`` (int64, one entry per category)."""
         self._check_column_index(column)

@@ -60,6 +60,10 @@ class VTGANSettings:
     max_modes, mode_weight_threshold
         Mode-specific normalisation: components of the Bayesian Gaussian mixture and the
         weight above which a mode is kept.
+    dp_count_noise
+        Under ``dp=dpsgd``: noise multiplier of each client's one release of its category
+        counts (std over the histogram's L2 sensitivity), from which the fake rows'
+        conditions are drawn (see :mod:`flwr_vflgan.vtgan.privacy`).
     """
 
     g_server_blocks: int = 0
@@ -77,6 +81,7 @@ class VTGANSettings:
     shuffle: bool = True
     max_modes: int = 10
     mode_weight_threshold: float = 0.005
+    dp_count_noise: float = 5.0
 
     def __post_init__(self) -> None:
         for name in ("g_server_blocks", "g_client_blocks", "d_server_blocks", "d_client_blocks"):
@@ -99,6 +104,8 @@ class VTGANSettings:
             raise ValueError(
                 f"vtgan.mode_weight_threshold must be in [0, 1), got {self.mode_weight_threshold!r}"
             )
+        if not self.dp_count_noise > 0:
+            raise ValueError(f"vtgan.dp_count_noise must be > 0, got {self.dp_count_noise!r}")
         for name in ("log_frequency", "shuffle"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"vtgan.{name} must be true or false, got {getattr(self, name)!r}")

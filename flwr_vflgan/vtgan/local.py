@@ -41,8 +41,10 @@ def run_step(
     if kind is StepKind.DISCRIMINATOR:
         real = [party.forward_real(step, i == client) for i, party in enumerate(parties)]
         rows = real[client].rows
-        assert rows is not None  # the chosen client always names its rows
-        if observe is not None:
+        # Without DP the chosen client names its rows; under DP the batch is uniform and
+        # every client sends the same rows, unnamed.
+        assert (rows is None) == (server.privacy is not None)
+        if observe is not None and rows is not None:
             observe({"step": step, "client": client, "cond": condition.cond_real, "rows": rows})
         cond_real = server.full_condition(client, condition.cond_real)
         grads_real, grads_fake, loss = server.discriminator_step(

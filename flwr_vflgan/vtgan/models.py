@@ -65,26 +65,45 @@ class FNStack(nn.Module):
         self.leaky_slope = leaky_slope
         self.dropout = dropout
 
+    @property
+    def widths(self) -> list[int]:
+        """Output width of each block."""
+        return [layer.out_features for layer in self.layers if isinstance(layer, nn.Linear)]
+
+    def draw_masks(self, n: int, generator: torch.Generator | None) -> list[torch.Tensor] | None:
+        """The dropout multipliers of an ``n``-row pass (``keep / (1 - p)``), one per block,
+        drawn in the order a forward pass draws them; ``None`` without dropout."""
+        if not self.training or self.dropout == 0:
+            return None
+        return [
+            (torch.rand((n, width), generator=generator) >= self.dropout).float()
+            / (1.0 - self.dropout)
+            for width in self.widths
+        ]
+
     def forward(
         self,
         x: torch.Tensor,
         generator: torch.Generator | None = None,
         rows: torch.Tensor | None = None,
         n_total: int | None = None,
+        masks: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Forward pass; with ``rows`` and ``n_total``, ``x`` holds rows ``rows`` of an
-        ``n_total``-row batch and gets exactly the dropout masks the whole batch's pass
-        drew for them (a client recomputes only the rows that received gradients)."""
-        for layer in self.layers:
+        """Forward pass. Dropout masks come from ``masks`` when given, else they are drawn
+        from ``generator``; with ``rows`` and ``n_total``, ``x`` holds rows ``rows`` of an
+        ``n_total``-row batch and gets exactly the masks the whole batch's pass drew for
+        them (a client recomputes only the rows that received gradients)."""
+        if masks is None:
+            if rows is None:
+                masks = self.draw_masks(x.shape[0], generator)
+            else:
+                assert n_total is not None
+                full = self.draw_masks(n_total, generator)
+                masks = None if full is None else [m[rows] for m in full]
+        for index, layer in enumerate(self.layers):
             x = nn.functional.leaky_relu(layer(x), self.leaky_slope)
-            if self.training and self.dropout > 0:
-                if rows is None:
-                    keep = torch.rand(x.shape, generator=generator) >= self.dropout
-                else:
-                    assert n_total is not None
-                    full = torch.rand((n_total, x.shape[1]), generator=generator)
-                    keep = full[rows] >= self.dropout
-                x = x * keep / (1.0 - self.dropout)
+            if masks is not None:
+                x = x * masks[index]
         return x
 
 
@@ -155,16 +174,33 @@ class ClientDiscriminator(nn.Module):
             self.body = nn.Linear(width_in, width_in)
             self.out_dim = width_in
 
+        self.in_dim = width_in
+
     def forward(
         self,
         x: torch.Tensor,
         generator: torch.Generator | None = None,
         rows: torch.Tensor | None = None,
         n_total: int | None = None,
+        masks: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         if isinstance(self.body, FNStack):
-            return self.body(x, generator, rows, n_total)
+            return self.body(x, generator, rows, n_total, masks)
         return self.body(x)
+
+    def draw_masks(self, n: int, generator: torch.Generator | None) -> list[torch.Tensor] | None:
+        """Dropout multipliers of an ``n``-row pass (``None`` without dropout)."""
+        return self.body.draw_masks(n, generator) if isinstance(self.body, FNStack) else None
+
+    def packed(self, x: torch.Tensor) -> torch.Tensor:
+        """Forward pass of rows that carry their dropout multipliers after the data
+        (``[data, masks of block 1, ...]``): per-sample gradients need every random draw
+        as an input."""
+        data, rest = x[:, : self.in_dim], x[:, self.in_dim :]
+        if not isinstance(self.body, FNStack):
+            return self.body(data)
+        masks = list(torch.split(rest, self.body.widths, dim=1)) if rest.shape[1] else None
+        return self.body(data, masks=masks)
 
 
 class ServerDiscriminator(nn.Module):
@@ -181,6 +217,8 @@ class ServerDiscriminator(nn.Module):
             settings.dropout,
         )
         self.score = nn.Linear(self.body.out_dim, 1)
+        self.features_dim = features_dim
+        self.cond_dim = cond_dim
 
     def inputs(self, features: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """``concat(client features, D^cv(cond))``: what the critic reads."""
@@ -188,6 +226,22 @@ class ServerDiscriminator(nn.Module):
             return features
         return torch.cat([features, self.cond_filter(cond)], dim=1)
 
-    def critic(self, inputs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    def critic(
+        self,
+        inputs: torch.Tensor,
+        generator: torch.Generator | None,
+        masks: list[torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Critic score of :meth:`inputs` rows."""
-        return self.score(self.body(inputs, generator))
+        return self.score(self.body(inputs, generator, masks=masks))
+
+    def packed_inputs(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`inputs` of rows packed as ``[features, cond]``."""
+        return self.inputs(x[:, : self.features_dim], x[:, self.features_dim :])
+
+    def packed_critic(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`critic` of rows packed as ``[inputs, dropout multipliers]``."""
+        width = self.features_dim + self.cond_dim
+        rest = x[:, width:]
+        masks = list(torch.split(rest, self.body.widths, dim=1)) if rest.shape[1] else None
+        return self.score(self.body(x[:, :width], masks=masks))

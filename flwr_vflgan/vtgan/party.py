@@ -16,7 +16,7 @@ people in every round.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,14 +25,20 @@ import torch
 from flwr_vflgan.config import TrainConfig
 from flwr_vflgan.data.encoder import Span
 from flwr_vflgan.nn.models import eval_mode, frozen_batchnorm_stats, seeded_init
-from flwr_vflgan.privacy.config import PrivacyPlan
-from flwr_vflgan.privacy.updates import discriminator_update
+from flwr_vflgan.privacy.updates import DiscriminatorUpdate, PerSampleUpdate, PlainUpdate
 from flwr_vflgan.runtime.flat import FlatState
-from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator, torch_generator
+from flwr_vflgan.runtime.rng import (
+    Stream,
+    derive_seed,
+    discriminator_batch,
+    numpy_generator,
+    torch_generator,
+)
 
 from .conditions import ConditionSampler, conditional_loss
 from .config import VTGANSettings
 from .models import ClientDiscriminator, ClientGenerator
+from .privacy import VTGANPrivacy, noisy_counts
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,11 @@ class VTGANParty:
         The client's index; its private seed (conditions, Gumbel noise, dropout,
         initialisation) is derived from the shared seed and this index.
     privacy, noise_seed
-        DP-SGD plan of the bottom discriminator and the seed of its noise.
+        DP-SGD plan (:mod:`flwr_vflgan.vtgan.privacy`) and the seed of this client's
+        noise, known to it alone (default: derived from its private seed). Under DP the
+        real rows are a uniform batch from the shared seed, the fake rows' conditions
+        come from noisy category counts, and ``D^b_i`` takes per-row clipped, noised
+        steps.
     """
 
     def __init__(
@@ -109,7 +119,7 @@ class VTGANParty:
         layout: PartyLayout,
         shared_seed: int,
         party: int,
-        privacy: PrivacyPlan | None = None,
+        privacy: VTGANPrivacy | None = None,
         noise_seed: int | None = None,
     ) -> None:
         if encoded.ndim != 2 or encoded.dtype != np.float32:
@@ -158,7 +168,25 @@ class VTGANParty:
         self.privacy = privacy
         if noise_seed is None:
             noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
-        self.d_update = discriminator_update(privacy, noise_seed)
+        self.d_update: DiscriminatorUpdate = PlainUpdate()
+        self._counts: list[np.ndarray] | None = None
+        if privacy is not None:
+            self.d_update = PerSampleUpdate(
+                privacy.noise_multiplier, privacy.clip, train.batch_size, noise_seed
+            )
+            # The client's one release of its category counts (accounted in the plan).
+            self._counts = noisy_counts(
+                self.sampler.all_counts(),
+                privacy,
+                numpy_generator(noise_seed, Stream.DP_NOISE, 0, 1),
+            )
+            self.sampler.set_frequencies(self._counts)
+            spans = self.discrete_spans
+            self._codes = (
+                np.stack([encoded[:, sp.start : sp.stop].argmax(axis=1) for sp in spans], axis=1)
+                if spans
+                else np.zeros((self.n_rows, 0), dtype=np.int64)
+            )
 
     @property
     def feature_dim(self) -> int:
@@ -169,11 +197,7 @@ class VTGANParty:
     def set_round(self, round_index: int) -> None:
         """Bring the row order to the one after ``round_index`` shuffles."""
         if round_index < self.round:
-            self.order = np.arange(self.n_rows)
-            self.round = 0
-            self.sampler = ConditionSampler(
-                self.encoded.numpy(), self.discrete_spans, self.settings.log_frequency
-            )
+            self.set_order(np.arange(self.n_rows), 0)
         while self.round < round_index:
             self.shuffle()
 
@@ -186,6 +210,8 @@ class VTGANParty:
         self.sampler = ConditionSampler(
             self.encoded.numpy()[self.order], self.discrete_spans, self.settings.log_frequency
         )
+        if self._counts is not None:
+            self.sampler.set_frequencies(self._counts)
 
     def shuffle(self) -> None:
         """End of a round: reorder the rows with the shared permutation of this round."""
@@ -198,10 +224,29 @@ class VTGANParty:
         return self.encoded[torch.from_numpy(self.order[rows])]
 
     # -- conditional vectors ---------------------------------------------------------
+    def dp_rows(self, step: int) -> np.ndarray:
+        """Under DP: the uniform batch of step ``step`` (original row ids, shared seed)."""
+        return discriminator_batch(
+            self.shared_seed, step, self.n_rows, self.train.batch_size
+        ).numpy()
+
     def condition(self, step: int, batch: int) -> Condition:
-        """This client's conditional vectors for step ``step`` (it was chosen for it)."""
+        """This client's conditional vectors for step ``step`` (it was chosen for it).
+
+        Without DP the real rows' conditions are the fake rows' permuted (CTGAN); under
+        DP they are the values of the uniform batch's rows in one of this client's
+        categorical columns, chosen uniformly per row.
+        """
         rng = numpy_generator(self.private_seed, Stream.CONDITION, step)
         drawn = self.sampler.sample_train(batch, rng)
+        if self.privacy is not None:
+            rows = self.dp_rows(step)
+            column = rng.integers(0, self.sampler.n_columns, size=len(rows))
+            category = self._codes[rows, column]
+            offsets = np.asarray(self.sampler.cond_offsets)
+            cond_real = np.zeros((len(rows), self.sampler.cond_dim), dtype=np.float32)
+            cond_real[np.arange(len(rows)), offsets[column] + category] = 1.0
+            return Condition(drawn.cond, drawn.mask, cond_real, column, category)
         permutation = rng.permutation(batch)
         return Condition(
             cond=drawn.cond,
@@ -237,6 +282,9 @@ class VTGANParty:
     def forward_real(self, step: int, chosen: bool) -> RealForward:
         """Real features: the chosen client's matching rows, every row otherwise."""
         with torch.no_grad():
+            if self.privacy is not None:
+                batch = self.encoded[torch.from_numpy(self.dp_rows(step))]
+                return RealForward(self._disc(batch, step, 0), None)
             if chosen:
                 rows = self.real_rows(step, self.train.batch_size)
                 return RealForward(self._disc(self._rows(rows), step, 0), rows)
@@ -259,6 +307,9 @@ class VTGANParty:
         """
         with torch.no_grad(), frozen_batchnorm_stats(self.generator):
             fake = self._fake(step, chunk)[1]
+        if self.privacy is not None:
+            self._private_discriminator(step, fake, grad_real, grad_fake)
+            return
         if chosen:
             real = self._rows(self.real_rows(step, self.train.batch_size))
             selected = None
@@ -275,6 +326,41 @@ class VTGANParty:
             return (f_real * g_real).sum() + (f_fake * grad_fake).sum()
 
         self.d_update(self.discriminator, self.d_opt, batch_loss, _no_row_loss, (), step)
+
+    def _private_discriminator(
+        self, step: int, fake: torch.Tensor, grad_real: torch.Tensor, grad_fake: torch.Tensor
+    ) -> None:
+        """DP-SGD step of ``D^b_i``: row ``k`` is real row ``k`` of the uniform batch with
+        fake row ``k``; its loss carries the server's per-row gradients."""
+        real = self.encoded[torch.from_numpy(self.dp_rows(step))]
+        disc = self.discriminator
+        n = real.shape[0]
+
+        def packed(x: torch.Tensor, which: int) -> torch.Tensor:
+            gen = torch_generator(self.private_seed, Stream.DROPOUT, step, which)
+            masks = disc.draw_masks(n, gen)
+            return torch.cat([x, *masks], dim=1) if masks else x
+
+        real_packed, fake_packed = packed(real, 0), packed(fake, 1)
+
+        def batch_loss() -> torch.Tensor:
+            f_real, f_fake = disc.packed(real_packed), disc.packed(fake_packed)
+            return (f_real * grad_real).sum() + (f_fake * grad_fake).sum()
+
+        self.d_update(
+            disc,
+            self.d_opt,
+            batch_loss,
+            dp_row_loss(n),
+            (real_packed, fake_packed, grad_real, grad_fake),
+            step,
+        )
+
+    def privacy_summary(self, d_steps: int) -> dict | None:
+        """What this client spent after ``d_steps`` discriminator steps (``None`` without DP)."""
+        if self.privacy is None:
+            return None
+        return self.privacy.summary(f"client {self.party}", d_steps, self.party)
 
     def apply_generator(
         self, step: int, chunk: torch.Tensor, chosen: bool, grad_fake: torch.Tensor
@@ -322,5 +408,26 @@ class VTGANParty:
             )
 
 
+def dp_row_loss(n: int) -> Callable[..., torch.Tensor]:
+    """Row ``k``'s share of a client's discriminator surrogate loss, times ``n``: its
+    packed real row and fake row (data and dropout multipliers) and the server's
+    gradients for their features. The server's gradients carry ``1 / n``, so the mean
+    over the batch is the batch surrogate ``sum_k <f(real_k), g_k> + <f(fake_k), g~_k>``.
+    """
+
+    def row_loss(
+        call: Callable[[str, torch.Tensor], torch.Tensor],
+        real_row: torch.Tensor,
+        fake_row: torch.Tensor,
+        g_real_row: torch.Tensor,
+        g_fake_row: torch.Tensor,
+    ) -> torch.Tensor:
+        f_real = call("packed", real_row.unsqueeze(0)).squeeze(0)
+        f_fake = call("packed", fake_row.unsqueeze(0)).squeeze(0)
+        return n * ((f_real * g_real_row).sum() + (f_fake * g_fake_row).sum())
+
+    return row_loss
+
+
 def _no_row_loss(*args: object) -> torch.Tensor:
-    raise NotImplementedError("per-sample DP-SGD is wired through VTGANParty.dp_rows")
+    raise NotImplementedError("the plain update never calls a row loss")

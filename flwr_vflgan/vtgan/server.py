@@ -16,7 +16,7 @@ does not say where its penalty sits, and this is where a split critic can comput
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +25,8 @@ import torch
 from flwr_vflgan.config import TrainConfig
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
 from flwr_vflgan.nn.models import eval_mode, seeded_init
+from flwr_vflgan.privacy.mechanisms import row_penalty
+from flwr_vflgan.privacy.updates import PerSampleUpdate
 from flwr_vflgan.runtime.flat import FlatState
 from flwr_vflgan.runtime.rng import (
     Stream,
@@ -37,6 +39,7 @@ from flwr_vflgan.runtime.rng import (
 from .config import VTGANSettings, proportional_split
 from .models import ServerDiscriminator, ServerGenerator
 from .party import PartyLayout
+from .privacy import VTGANPrivacy
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,10 @@ class VTGANServer:
         Every client's reported shape, in client order.
     seed
         The server's own seed (noise, client choice, dropout, penalty weights).
+    privacy, noise_seed
+        Under DP: the run's plan, and the seed of the server's own DP-SGD noise (default
+        derived from ``seed``). ``D^t`` and ``D^cv`` then take per-row clipped, noised
+        steps on a uniform batch that every client sends in the same order.
     """
 
     def __init__(
@@ -93,6 +100,8 @@ class VTGANServer:
         train: TrainConfig,
         shapes: Sequence[ClientShape],
         seed: int,
+        privacy: VTGANPrivacy | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         if not shapes:
             raise ValueError("VT-GAN needs at least one client")
@@ -137,6 +146,15 @@ class VTGANServer:
         )
         self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
         self._graph: torch.Tensor | None = None
+        self.privacy = privacy
+        self._private: PerSampleUpdate | None = None
+        if privacy is not None:
+            self._private = PerSampleUpdate(
+                privacy.noise_multiplier,
+                privacy.clip,
+                train.batch_size,
+                noise_seed if noise_seed is not None else derive_seed(seed, Stream.DP_NOISE),
+            )
 
     # -- conditions ------------------------------------------------------------------
     def choose_client(self, step: int) -> int:
@@ -217,7 +235,7 @@ class VTGANServer:
         step: int,
         client: int,
         real: Sequence[torch.Tensor],
-        rows: np.ndarray,
+        rows: np.ndarray | None,
         fake: Sequence[torch.Tensor],
         cond_real: torch.Tensor,
         cond_fake: torch.Tensor,
@@ -228,7 +246,11 @@ class VTGANServer:
 
         ``real[client]`` holds the chosen client's ``B`` rows; every other ``real[i]``
         holds all ``N`` rows in the current order, of which the server takes ``rows``.
+        Under DP every client sends the same uniform batch and ``rows`` is ``None``.
         """
+        if self.privacy is not None:
+            return self._private_step(step, real, fake, cond_real, cond_fake)
+        assert rows is not None
         leaves = [r.detach().requires_grad_(True) for r in real]
         selected = [
             leaf if i == client else leaf[torch.from_numpy(rows)] for i, leaf in enumerate(leaves)
@@ -250,6 +272,111 @@ class VTGANServer:
         ]
         grads_fake = [f.grad if f.grad is not None else torch.zeros_like(f) for f in fakes]
         return grads_real, grads_fake, float(loss.detach())
+
+    def _private_step(
+        self,
+        step: int,
+        real: Sequence[torch.Tensor],
+        fake: Sequence[torch.Tensor],
+        cond_real: torch.Tensor,
+        cond_fake: torch.Tensor,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], float]:
+        """DP-SGD step of ``D^t`` and ``D^cv`` on a uniform batch.
+
+        The clients get the exact per-row gradients of the batch loss (each clips its own
+        parameters' per-row gradients); the server's own update is per-row clipped and
+        noised. Row ``k``'s loss is ``D(fake_k) - D(real_k) + lambda GP_k`` with its own
+        interpolate and dropout masks, so it depends on row ``k`` only.
+        """
+        assert self._private is not None
+        disc = self.discriminator
+        real_f = torch.cat([r.detach() for r in real], dim=1)
+        fake_f = torch.cat([f.detach() for f in fake], dim=1)
+        n = real_f.shape[0]
+        masks = [
+            disc.body.draw_masks(n, torch_generator(self.seed, Stream.DROPOUT, step, which))
+            for which in range(3)
+        ]
+        flat = [torch.cat(m, dim=1) if m else torch.zeros((n, 0)) for m in masks]
+        alpha = uniform_alpha(self.seed, Stream.SERVER_ALPHA, step, n)
+        # Exact batch gradients for the clients' features.
+        leaves_real = [r.detach().requires_grad_(True) for r in real]
+        leaves_fake = [f.detach().requires_grad_(True) for f in fake]
+        real_in = disc.inputs(torch.cat(leaves_real, dim=1), cond_real)
+        fake_in = disc.inputs(torch.cat(leaves_fake, dim=1), cond_fake)
+        loss = self._masked_loss(real_in, fake_in, flat, alpha)
+        grads = torch.autograd.grad(loss, [*leaves_real, *leaves_fake])
+        m = len(real)
+        self._private(
+            disc,
+            self.d_opt,
+            lambda: loss,
+            self.dp_row_loss(),
+            (real_f, cond_real, fake_f, cond_fake, alpha, *flat),
+            step,
+        )
+        return list(grads[:m]), list(grads[m:]), float(loss.detach())
+
+    def dp_row_loss(self) -> Callable[..., torch.Tensor]:
+        """Row ``k``'s critic loss ``D(fake_k) - D(real_k) + lambda GP_k`` over packed
+        inputs; the mean over a batch is :meth:`_masked_loss`. Its arguments after
+        ``call`` are the row's real features, real condition, fake features, fake
+        condition, interpolation weight and dropout multipliers (real, fake, interpolate).
+        """
+        gp = self.train.gp_weight
+
+        def row_loss(
+            call: Callable[[str, torch.Tensor], torch.Tensor],
+            real_row: torch.Tensor,
+            cond_real_row: torch.Tensor,
+            fake_row: torch.Tensor,
+            cond_fake_row: torch.Tensor,
+            alpha_row: torch.Tensor,
+            m_real: torch.Tensor,
+            m_fake: torch.Tensor,
+            m_interp: torch.Tensor,
+        ) -> torch.Tensor:
+            def inputs(f: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+                return call("packed_inputs", torch.cat([f, c]).unsqueeze(0)).squeeze(0)
+
+            def score(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+                return call("packed_critic", torch.cat([x, mask]).unsqueeze(0)).reshape(())
+
+            r_in, f_in = inputs(real_row, cond_real_row), inputs(fake_row, cond_fake_row)
+            penalty = row_penalty(lambda x: score(x, m_interp), r_in, f_in, alpha_row)
+            return score(f_in, m_fake) - score(r_in, m_real) + gp * penalty
+
+        return row_loss
+
+    def _masked_loss(
+        self,
+        real_in: torch.Tensor,
+        fake_in: torch.Tensor,
+        masks: Sequence[torch.Tensor],
+        alpha: torch.Tensor,
+    ) -> torch.Tensor:
+        """WGAN-GP critic loss with explicit dropout multipliers (real, fake, interpolate)."""
+        disc = self.discriminator
+
+        def score(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return disc.packed_critic(torch.cat([x, mask], dim=1))
+
+        interpolate = alpha * real_in + (1.0 - alpha) * fake_in
+        (grad_x,) = torch.autograd.grad(
+            score(interpolate, masks[2]).sum(), interpolate, create_graph=True
+        )
+        penalty = ((grad_x.norm(2, dim=1) - 1.0) ** 2).mean()
+        return (
+            -score(real_in, masks[0]).mean()
+            + score(fake_in, masks[1]).mean()
+            + self.train.gp_weight * penalty
+        )
+
+    def privacy_summary(self, d_steps: int) -> dict | None:
+        """What the server's own updates spent (``None`` without DP)."""
+        if self.privacy is None:
+            return None
+        return self.privacy.summary("server", d_steps, None)
 
     def generator_loss(
         self, step: int, fake: Sequence[torch.Tensor], cond: torch.Tensor

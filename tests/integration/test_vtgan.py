@@ -198,3 +198,72 @@ def test_a_client_with_a_wrong_row_count_stops_the_run(adult_small: Path, tmp_pa
     replies = exchange(grid, messages)
     with pytest.raises(RunStopped, match="do not line up"):
         strategy.aggregate_setup(replies)
+
+
+def test_dp_run_reports_the_joint_epsilon_and_sends_no_row_indices(adult_small: Path) -> None:
+    """dp=dpsgd: uniform shared-seed batches, so every client sends its batch rows only and
+    no index crosses the wire; every part reports its spend and the joint guarantee."""
+    config = VFLGANConfig.from_dict(
+        {
+            **_config(epochs=1).to_dict(),
+            "dp": {"mechanism": "dpsgd", "target_epsilon": 10.0, "delta": 1e-4},
+        }
+    )
+    log: list[Message] = []
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    grid = InProcessGrid(
+        make_client_app(),
+        [{"partition-id": i, "shared-seed": SHARED, "noise-seed": 4242 + i} for i in range(2)],
+        observer=log.append,
+    )
+    result = VTGANStrategy(config, n_parties=2, seed=3, data_spec=spec, publish_rows=50).start(grid)
+    assert [p["party"] for p in result.privacy] == ["server", "client 0", "client 1"]
+    for spent in result.privacy:
+        assert 9.9 <= spent["joint_epsilon"] <= 10.0
+        assert spent["steps"] == 10 and spent["mechanism"] == "dpsgd"
+        assert 0 < spent["epsilon"] < spent["joint_epsilon"]
+    # The clients also released their category counts: they spent more than the server.
+    assert result.privacy[1]["epsilon"] > result.privacy[0]["epsilon"]
+    replies = [m for m in log if m.metadata.reply_to_message_id != ""]
+    assert not any(P.ROW_INDICES in m.content for m in replies)
+    real = [
+        m.content[P.FEATURES][P.REAL].numpy()
+        for m in replies
+        if P.FEATURES in m.content and P.REAL in m.content[P.FEATURES]
+    ]
+    assert len(real) == 2 * 10 and all(r.shape[0] == 64 for r in real)
+    for message in log:
+        for record in message.content.values():
+            if isinstance(record, ConfigRecord):
+                assert not {4242, 4243, SHARED} & set(
+                    v for v in record.values() if isinstance(v, int)
+                )
+    assert len(result.synthetic) == 50
+
+
+@pytest.mark.parametrize(
+    ("dp", "match"),
+    [
+        (
+            {"mechanism": "vflgan_gaussian", "target_epsilon": 5.0},
+            "trains its discriminators with dp=dpsgd",
+        ),
+        (
+            {"mechanism": "dpsgd", "target_epsilon": 5.0, "sampling": "poisson"},
+            "dp.sampling=poisson is not supported for algorithm=vtgan",
+        ),
+    ],
+)
+def test_unsupported_dp_settings_are_refused_at_construction(dp: dict, match: str) -> None:
+    config = VFLGANConfig.from_dict({**_config().to_dict(), "dp": dp})
+    with pytest.raises(ValueError, match=match):
+        VTGANStrategy(config, n_parties=2)
+
+
+def test_strategy_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="VTGANStrategy trains vtgan, got variant 'vflgan'"):
+        VTGANStrategy(VFLGANConfig(), n_parties=2)
+    with pytest.raises(ValueError, match="publish_rows must be >= 1, got 0"):
+        VTGANStrategy(_config(), n_parties=2, publish_rows=0)
+    with pytest.raises(ValueError, match="n_parties must be an integer >= 1"):
+        VTGANStrategy(_config(), n_parties=0)
