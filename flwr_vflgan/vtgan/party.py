@@ -202,14 +202,20 @@ class VTGANParty:
             self.shuffle()
 
     def set_order(self, order: np.ndarray, round_index: int) -> None:
-        """Adopt a saved row order (a client restored in a new process)."""
+        """Adopt a saved row order (a client restored in a new process).
+
+        The sampler is rebuilt on the original rows and then permuted, which leaves it
+        exactly as a client kept in memory has it after its shuffles: the same draws
+        pick the same rows in every runtime.
+        """
         if order.shape != (self.n_rows,):
             raise ValueError(f"row order must have {self.n_rows} entries, got {order.shape}")
         self.order = order.astype(np.int64)
         self.round = round_index
         self.sampler = ConditionSampler(
-            self.encoded.numpy()[self.order], self.discrete_spans, self.settings.log_frequency
+            self.encoded.numpy(), self.discrete_spans, self.settings.log_frequency
         )
+        self.sampler.permute(self.order)
         if self._counts is not None:
             self.sampler.set_frequencies(self._counts)
 

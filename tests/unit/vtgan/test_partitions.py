@@ -95,3 +95,25 @@ def test_two_to_five_clients_and_the_enlarged_generator(n_clients: int, width: i
     picks = np.bincount([server.choose_client(s) for s in range(4000)], minlength=n_clients)
     assert np.abs(picks / 4000 - ratios).max() < 0.03
     assert torch.isfinite(torch.tensor([v for h in history for v in h.values()])).all()
+
+
+def test_a_restored_client_draws_the_rows_a_client_in_memory_draws() -> None:
+    """Deployment restores a client in a new process from its saved row order: after the
+    same shuffles it must pick exactly the rows the in-memory client picks."""
+    settings = VTGANSettings(latent_dim=8, generator_width=24, discriminator_width=20)
+    _, parties, _, _, _, _ = _train(settings, 2, steps=9)  # 3 rounds of 2 D + 1 G steps
+    live = parties[0]
+    assert live.round == 3
+    restored = VTGANParty(
+        live.settings,
+        live.train,
+        live.encoded.numpy(),
+        live.spans,
+        live.discrete_spans,
+        live.layout,
+        live.shared_seed,
+        live.party,
+    )
+    restored.set_order(live.order.copy(), live.round)
+    for step in range(20, 30):
+        np.testing.assert_array_equal(live.real_rows(step, 16), restored.real_rows(step, 16))
