@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
+from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import VFLGANConfig
@@ -37,75 +37,18 @@ from flwr_vflgan.runtime.codec import (
     tensors_to_record,
 )
 from flwr_vflgan.runtime.party_data import DataSpec
-from flwr_vflgan.vtgan.privacy import plan_vtgan_privacy
+from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
 from .exchange import RunStopped, exchange, wait_for_nodes
+from .traffic import Traffic
 from .vflgan import PUBLISH_DRAW, VFLGANResult
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Traffic:
-    """Bytes of array payload (features, gradients, chunks, conditions, indices) sent
-    during training, per client and direction, by the kind of step they belong to."""
-
-    to_client: dict[str, list[int]] = field(default_factory=dict)
-    from_client: dict[str, list[int]] = field(default_factory=dict)
-    steps: dict[str, int] = field(default_factory=dict)
-
-    def count(
-        self,
-        kinds: tuple[str, str],
-        messages: Sequence[Message],
-        replies: Mapping[int, Message],
-        order: Sequence[int],
-    ) -> None:
-        """Add one exchange's payload, booked to the step each value belongs to.
-
-        ``kinds`` is the kind (``d``/``g``) of the step being applied and of the step
-        being run forward: gradients and chunk gradients belong to the first, features,
-        chunks, row indices and conditions to the second.
-        """
-        applied, forward = kinds
-        index = {node: i for i, node in enumerate(order)}
-        for kind in kinds:
-            self.to_client.setdefault(kind, [0] * len(order))
-            self.from_client.setdefault(kind, [0] * len(order))
-        for message in messages:
-            i = index[message.metadata.dst_node_id]
-            for name, size in _payload(message.content).items():
-                self.to_client[applied if name == P.GRADS else forward][i] += size
-        for node, reply in replies.items():
-            for name, size in _payload(reply.content).items():
-                self.from_client[applied if name == P.CHUNK else forward][index[node]] += size
-
-    def per_step(self) -> dict[str, dict[str, list[float]]]:
-        """Mean bytes per step of each kind: ``{kind: {to_client: [...], from_client: [...]}}``."""
-        return {
-            kind: {
-                direction: [b / max(1, self.steps.get(kind, 0)) for b in totals[kind]]
-                for direction, totals in (
-                    ("to_client", self.to_client),
-                    ("from_client", self.from_client),
-                )
-            }
-            for kind in self.to_client
-        }
-
-
 def _int(cfg: ConfigRecord, key: str) -> int:
     return int(get_field(cfg, key, int))  # type: ignore[call-overload]
-
-
-def _payload(content: RecordDict) -> dict[str, int]:
-    """Bytes of array data per record name."""
-    return {
-        name: sum(len(array.data) for array in record.values())
-        for name, record in content.items()
-        if isinstance(record, ArrayRecord)
-    }
 
 
 @dataclass
@@ -114,6 +57,26 @@ class _Pending:
     client: int
     grads_real: list[torch.Tensor]
     grads_fake: list[torch.Tensor]
+
+
+@dataclass
+class _Run:
+    """The state of one run's training loop."""
+
+    grid: Grid
+    order: list[int]
+    shapes: list[ClientShape]
+    server: VTGANServer
+    schedule: Schedule
+    n_rows: int
+    started: float
+    exchanges: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+    sums: dict[str, list[float]] = field(default_factory=dict)
+
+    def record(self, key: str, value: float) -> None:
+        """Add one step's loss to the running epoch means."""
+        self.sums.setdefault(key, []).append(value)
 
 
 class VTGANStrategy:
@@ -383,55 +346,81 @@ class VTGANStrategy:
         )
         train = self.config.train
         schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
-        privacy = None
-        if self.config.dp.enabled:
-            privacy = plan_vtgan_privacy(
-                self.config.dp,
-                count_noise=self.config.vtgan.dp_count_noise,
-                count_columns=self.count_columns,
-                dataset_size=n_rows,
-                batch_size=train.batch_size,
-                planned_steps=schedule.d_steps_before(schedule.total_steps),
-            )
-            log.info(
-                "DP-SGD on every critic part: sigma %.4f, clip %g, joint epsilon %.4f at delta %g",
-                privacy.noise_multiplier,
-                privacy.clip,
-                privacy.joint_epsilon(privacy.planned_steps),
-                self.config.dp.delta,
-            )
+        privacy = self._plan_privacy(n_rows, schedule)
         server = VTGANServer(self.config.vtgan, train, shapes, self.seed, privacy, self.noise_seed)
         self._build(grid, order, server)
         self.traffic = Traffic()
-        exchanges = 2
+        run = _Run(grid, order, shapes, server, schedule, n_rows, started, exchanges=2)
         loop_started = time.monotonic()
-        history: list[dict[str, float]] = []
-        sums: dict[str, list[float]] = {}
+        self._train(run)
+        train_seconds = time.monotonic() - loop_started
+        synthetic, spent = self._publish(grid, order, server, n_rows)
+        if privacy is not None:
+            d_steps = schedule.d_steps_before(schedule.total_steps)
+            spent = [server.privacy_summary(d_steps) or {}, *spent]
+        return VFLGANResult(
+            synthetic=synthetic,
+            history=run.history,
+            steps=schedule.total_steps,
+            exchanges=run.exchanges + 2,
+            wall_seconds=time.monotonic() - started,
+            n_rows=n_rows,
+            train_seconds=train_seconds,
+            privacy=spent,
+            published="last",
+        )
 
-        def step_exchange(
-            pending: _Pending | None,
-            forward: tuple[int, int, list[torch.Tensor]] | None,
-            condition: tuple[int, int] | None,
-            describe: str,
-        ) -> dict[int, Message]:
-            nonlocal exchanges
-            messages = self._step_messages(order, pending, forward, condition)
-            replies = self._exchange(grid, messages, describe)
-            applied = schedule.kind(pending.step).value if pending else "d"
-            ahead = schedule.kind(forward[0]).value if forward else applied
-            self.traffic.count((applied, ahead), messages, replies, order)
-            exchanges += 1
-            return replies
+    def _plan_privacy(self, n_rows: int, schedule: Schedule) -> VTGANPrivacy | None:
+        """The server's DP plan: the same calibration every client runs for itself."""
+        if not self.config.dp.enabled:
+            return None
+        privacy = plan_vtgan_privacy(
+            self.config.dp,
+            count_noise=self.config.vtgan.dp_count_noise,
+            count_columns=self.count_columns,
+            dataset_size=n_rows,
+            batch_size=self.config.train.batch_size,
+            planned_steps=schedule.d_steps_before(schedule.total_steps),
+        )
+        log.info(
+            "DP-SGD on every critic part: sigma %.4f, clip %g, joint epsilon %.4f at delta %g",
+            privacy.noise_multiplier,
+            privacy.clip,
+            privacy.joint_epsilon(privacy.planned_steps),
+            self.config.dp.delta,
+        )
+        return privacy
 
+    def _step_exchange(
+        self,
+        run: _Run,
+        pending: _Pending | None,
+        forward: tuple[int, int, list[torch.Tensor]] | None,
+        condition: tuple[int, int] | None,
+        describe: str,
+    ) -> dict[int, Message]:
+        messages = self._step_messages(run.order, pending, forward, condition)
+        replies = self._exchange(run.grid, messages, describe)
+        applied = run.schedule.kind(pending.step).value if pending else "d"
+        ahead = run.schedule.kind(forward[0]).value if forward else applied
+        self.traffic.count((applied, ahead), messages, replies, run.order)
+        run.exchanges += 1
+        return replies
+
+    def _next_conditions(
+        self, run: _Run, replies: Mapping[int, Message], step: int, client: int
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        node = run.order[client]
+        discriminator = run.schedule.kind(step) is StepKind.DISCRIMINATOR
+        return self._conditions(replies[node], node, run.shapes[client], discriminator)
+
+    def _train(self, run: _Run) -> None:
+        """Every step of the schedule (Algorithm 1), one or two exchanges each."""
+        server, schedule = run.server, run.schedule
         total = schedule.total_steps
         first = server.choose_client(0)
-        replies = step_exchange(None, None, (0, first), "conditions of step 0")
-        conditions = self._conditions(
-            replies[order[first]],
-            order[first],
-            shapes[first],
-            schedule.kind(0) is StepKind.DISCRIMINATOR,
-        )
+        replies = self._step_exchange(run, None, None, (0, first), "conditions of step 0")
+        conditions = self._next_conditions(run, replies, 0, first)
         pending: _Pending | None = None
         for step in range(total):
             kind = schedule.kind(step)
@@ -440,24 +429,19 @@ class VTGANStrategy:
             cond_fake = server.full_condition(client, conditions[0])
             chunks = server.chunks(step, cond_fake, keep_graph=kind is StepKind.GENERATOR)
             following = server.choose_client(step + 1) if step + 1 < total else None
-            replies = step_exchange(
+            replies = self._step_exchange(
+                run,
                 pending,
                 (step, client, chunks),
                 (step + 1, following) if following is not None else None,
                 f"step {step}",
             )
             discriminator = kind is StepKind.DISCRIMINATOR
-            real, fake, rows = self._features(replies, order, server, client, n_rows, discriminator)
-            next_conditions = (
-                self._conditions(
-                    replies[order[following]],
-                    order[following],
-                    shapes[following],
-                    schedule.kind(step + 1) is StepKind.DISCRIMINATOR,
-                )
-                if following is not None
-                else None
+            real, fake, rows = self._features(
+                replies, run.order, server, client, run.n_rows, discriminator
             )
+            if following is not None:
+                upcoming = self._next_conditions(run, replies, step + 1, following)
             if discriminator:
                 assert conditions[1] is not None
                 cond_real = server.full_condition(client, conditions[1])
@@ -465,73 +449,64 @@ class VTGANStrategy:
                     step, client, real, rows, fake, cond_real, cond_fake
                 )
                 pending = _Pending(step, client, grads_real, grads_fake)
-                sums.setdefault("d_loss", []).append(loss)
+                run.record("d_loss", loss)
             else:
-                grads_fake, loss = server.generator_loss(step, fake, cond_fake)
-                g_replies = step_exchange(
-                    _Pending(step, client, [], grads_fake), None, None, f"generator update {step}"
-                )
-                chunk_grads, cond_loss = [], 0.0
-                for i, node in enumerate(order):
-                    try:
-                        cfg = get_config(g_replies[node].content, P.CONFIG)
-                        if i == client:
-                            cond_loss = float(get_field(cfg, "cond_loss", float))  # type: ignore[arg-type]
-                        chunk_grads.append(
-                            get_tensor(
-                                g_replies[node].content,
-                                P.CHUNK,
-                                P.CHUNK,
-                                (train.batch_size, server.chunk_widths[i]),
-                            )
-                        )
-                    except ProtocolError as exc:
-                        raise RunStopped(
-                            f"node {node} sent a malformed chunk gradient: {exc}"
-                        ) from exc
-                server.generator_update(chunk_grads)
+                self._generator_update(run, step, client, fake, cond_fake)
                 pending = None
-                sums.setdefault("g_loss", []).append(loss)
-                sums.setdefault("cond_loss", []).append(cond_loss)
-            if next_conditions is not None:
-                conditions = next_conditions
+            if following is not None:
+                conditions = upcoming
             if schedule.ends_epoch(step) or step + 1 == total:
-                record = {
-                    "epoch": float(schedule.epoch_of(step)),
-                    "step": float(step + 1),
-                    "elapsed": time.monotonic() - started,
-                    **{k: float(np.mean(v)) for k, v in sums.items()},
-                }
-                history.append(record)
-                sums = {}
-                log.info(
-                    "epoch %d step %d d_loss %.4f g_loss %.4f",
-                    schedule.epoch_of(step),
-                    step + 1,
-                    record.get("d_loss", float("nan")),
-                    record.get("g_loss", float("nan")),
-                )
-                if self.progress is not None:
-                    self.progress({**record, "total_steps": total})
+                self._end_epoch(run, step)
         if pending is not None:
-            step_exchange(pending, None, None, "last update")
-        train_seconds = time.monotonic() - loop_started
-        synthetic, spent = self._publish(grid, order, server, n_rows)
-        exchanges += 2
-        if privacy is not None:
-            d_steps = schedule.d_steps_before(total)
-            spent = [server.privacy_summary(d_steps) or {}, *spent]
-        return VFLGANResult(
-            synthetic=synthetic,
-            history=history,
-            steps=total,
-            exchanges=exchanges,
-            wall_seconds=time.monotonic() - started,
-            n_rows=n_rows,
-            train_seconds=train_seconds,
-            privacy=spent,
-            published="last",
+            self._step_exchange(run, pending, None, None, "last update")
+
+    def _generator_update(
+        self,
+        run: _Run,
+        step: int,
+        client: int,
+        fake: list[torch.Tensor],
+        cond: torch.Tensor,
+    ) -> None:
+        """The generator step's second exchange: fake-feature gradients out, chunk
+        gradients back, then ``G^t``'s update."""
+        server = run.server
+        grads_fake, loss = server.generator_loss(step, fake, cond)
+        replies = self._step_exchange(
+            run, _Pending(step, client, [], grads_fake), None, None, f"generator update {step}"
         )
+        chunk_grads, cond_loss = [], 0.0
+        for i, node in enumerate(run.order):
+            try:
+                cfg = get_config(replies[node].content, P.CONFIG)
+                if i == client:
+                    cond_loss = float(get_field(cfg, "cond_loss", float))  # type: ignore[arg-type]
+                shape = (self.config.train.batch_size, server.chunk_widths[i])
+                chunk_grads.append(get_tensor(replies[node].content, P.CHUNK, P.CHUNK, shape))
+            except ProtocolError as exc:
+                raise RunStopped(f"node {node} sent a malformed chunk gradient: {exc}") from exc
+        server.generator_update(chunk_grads)
+        run.record("g_loss", loss)
+        run.record("cond_loss", cond_loss)
+
+    def _end_epoch(self, run: _Run, step: int) -> None:
+        record = {
+            "epoch": float(run.schedule.epoch_of(step)),
+            "step": float(step + 1),
+            "elapsed": time.monotonic() - run.started,
+            **{k: float(np.mean(v)) for k, v in run.sums.items()},
+        }
+        run.history.append(record)
+        run.sums = {}
+        log.info(
+            "epoch %d step %d d_loss %.4f g_loss %.4f",
+            run.schedule.epoch_of(step),
+            step + 1,
+            record.get("d_loss", float("nan")),
+            record.get("g_loss", float("nan")),
+        )
+        if self.progress is not None:
+            self.progress({**record, "total_steps": run.schedule.total_steps})
 
     # -- publication ------------------------------------------------------------------------
     def _publish(

@@ -194,13 +194,6 @@ class VTGANParty:
         return self.discriminator.out_dim
 
     # -- row order -------------------------------------------------------------------
-    def set_round(self, round_index: int) -> None:
-        """Bring the row order to the one after ``round_index`` shuffles."""
-        if round_index < self.round:
-            self.set_order(np.arange(self.n_rows), 0)
-        while self.round < round_index:
-            self.shuffle()
-
     def set_order(self, order: np.ndarray, round_index: int) -> None:
         """Adopt a saved row order (a client restored in a new process).
 
