@@ -235,7 +235,7 @@ class VTGANClient(VFLGANClient):
             self._parties.popitem(last=False)
         return party
 
-    def _restore(self, context: Context) -> tuple[VTGANParty, dict]:  # type: ignore[override]
+    def _vt_restore(self, context: Context) -> tuple[VTGANParty, dict]:
         meta = _meta(context)
         if "layout" not in meta or P.VT_STATE_FLAT not in context.state:
             raise ProtocolError("received a step before setup and build: this client has no models")
@@ -255,65 +255,21 @@ class VTGANClient(VFLGANClient):
 
     # -- training step ---------------------------------------------------------------------
     def _vt_step(self, msg: Message, context: Context) -> RecordDict:
-        party, meta = self._restore(context)
+        party, meta = self._vt_restore(context)
         config = VFLGANConfig.from_dict(json.loads(meta["config"]))
         train = config.train
         schedule = Schedule(
             party.n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps
         )
         cfg = get_config(msg.content, P.CONFIG)
-        apply_step, forward_step = _int(cfg, "apply_step"), _int(cfg, "forward_step")
-        condition_step = _int(cfg, "condition_step")
-        batch, width = train.batch_size, party.feature_dim
-        features: dict[str, np.ndarray] = {}
-        reply_config = ConfigRecord({"forward_step": forward_step})
-        reply = RecordDict({P.CONFIG: reply_config})
+        forward_step = _int(cfg, "forward_step")
+        reply = RecordDict({P.CONFIG: ConfigRecord({"forward_step": forward_step})})
         order_changed = False
-        if apply_step != P.NO_STEP:
-            if apply_step != meta["pending_step"]:
-                raise ProtocolError(
-                    f"out-of-order message: asked to apply step {apply_step}, but the pending "
-                    f"forward pass is step {meta['pending_step']}"
-                )
-            chosen = bool(get_field(cfg, "apply_chosen", bool))
-            chunk = _chunk(context, batch, party.layout.chunk_width)
-            grad_fake = get_tensor(msg.content, P.GRADS, P.FAKE, (batch, width))
-            if schedule.kind(apply_step) is StepKind.DISCRIMINATOR:
-                rows = batch if chosen or party.privacy else party.n_rows
-                grad_real = get_tensor(msg.content, P.GRADS, P.REAL, (rows, width))
-                if party.privacy is not None:
-                    _spend(party, meta)
-                party.apply_discriminator(apply_step, chunk, chosen, grad_real, grad_fake)
-            else:
-                chunk_grad, cond_loss = party.apply_generator(apply_step, chunk, chosen, grad_fake)
-                reply[P.CHUNK] = tensors_to_record({P.CHUNK: chunk_grad})
-                reply_config["cond_loss"] = cond_loss
-                if config.vtgan.shuffle:
-                    party.shuffle()
-                    meta["round"] = party.round
-                    order_changed = True
-            meta["pending_step"] = P.NO_STEP
-            meta["next_step"] = apply_step + 1
+        if _int(cfg, "apply_step") != P.NO_STEP:
+            order_changed = _apply(msg, cfg, context, party, meta, schedule, reply)
         if forward_step != P.NO_STEP:
-            if meta["pending_step"] != P.NO_STEP or forward_step != meta["next_step"]:
-                raise ProtocolError(
-                    f"out-of-order message: asked for the forward pass of step {forward_step}, "
-                    f"expected step {meta['next_step']}"
-                )
-            if forward_step >= schedule.total_steps:
-                raise ProtocolError(
-                    f"step {forward_step} is past the end of training ({schedule.total_steps} steps)"
-                )
-            chunk = get_tensor(msg.content, P.CHUNK, P.CHUNK, (batch, party.layout.chunk_width))
-            features[P.FAKE] = party.forward_fake(forward_step, chunk).numpy()
-            if schedule.kind(forward_step) is StepKind.DISCRIMINATOR:
-                chosen = bool(get_field(cfg, "forward_chosen", bool))
-                real = party.forward_real(forward_step, chosen)
-                features[P.REAL] = real.features.numpy()
-                if real.rows is not None:
-                    reply[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: real.rows})
-            context.state[P.VT_STATE_CHUNK] = tensors_to_record({P.CHUNK: chunk})
-            meta["pending_step"] = forward_step
+            _forward(msg, cfg, context, party, meta, schedule, reply)
+        condition_step = _int(cfg, "condition_step")
         if condition_step != P.NO_STEP:
             if not 0 <= condition_step < schedule.total_steps:
                 raise ProtocolError(f"condition_step {condition_step} is outside the schedule")
@@ -321,19 +277,17 @@ class VTGANClient(VFLGANClient):
                 raise ProtocolError(
                     "asked for conditions, but this client has no categorical columns"
                 )
-            drawn = party.condition(condition_step, batch)
+            drawn = party.condition(condition_step, train.batch_size)
             conditions = {P.COND: drawn.cond}
             if schedule.kind(condition_step) is StepKind.DISCRIMINATOR:
                 conditions[P.COND_REAL] = drawn.cond_real
             reply[P.CONDITION] = tensors_to_record(conditions)
-        if features:
-            reply[P.FEATURES] = tensors_to_record(features)
         _save(context, party, meta, order_changed)
         return reply
 
     # -- publication ---------------------------------------------------------------------
     def _vt_generate(self, msg: Message, context: Context) -> RecordDict:
-        party, meta = self._restore(context)
+        party, meta = self._vt_restore(context)
         cfg = get_config(msg.content, P.CONFIG)
         rows, draw = _int(cfg, "n_rows"), _int(cfg, "draw")
         phase = str(get_field(cfg, "phase", str))
@@ -376,6 +330,82 @@ class VTGANClient(VFLGANClient):
             }
         )
         return RecordDict({P.SYNTHETIC: record})
+
+
+def _apply(
+    msg: Message,
+    cfg: ConfigRecord,
+    context: Context,
+    party: VTGANParty,
+    meta: dict,
+    schedule: Schedule,
+    reply: RecordDict,
+) -> bool:
+    """Apply the pending step's gradients; return whether the row order changed."""
+    apply_step = _int(cfg, "apply_step")
+    if apply_step != meta["pending_step"]:
+        raise ProtocolError(
+            f"out-of-order message: asked to apply step {apply_step}, but the pending "
+            f"forward pass is step {meta['pending_step']}"
+        )
+    batch, width = party.train.batch_size, party.feature_dim
+    chosen = bool(get_field(cfg, "apply_chosen", bool))
+    chunk = _chunk(context, batch, party.layout.chunk_width)
+    grad_fake = get_tensor(msg.content, P.GRADS, P.FAKE, (batch, width))
+    reordered = False
+    if schedule.kind(apply_step) is StepKind.DISCRIMINATOR:
+        rows = batch if chosen or party.privacy else party.n_rows
+        grad_real = get_tensor(msg.content, P.GRADS, P.REAL, (rows, width))
+        if party.privacy is not None:
+            _spend(party, meta)
+        party.apply_discriminator(apply_step, chunk, chosen, grad_real, grad_fake)
+    else:
+        chunk_grad, cond_loss = party.apply_generator(apply_step, chunk, chosen, grad_fake)
+        reply[P.CHUNK] = tensors_to_record({P.CHUNK: chunk_grad})
+        config = reply[P.CONFIG]
+        assert isinstance(config, ConfigRecord)  # built by _vt_step
+        config["cond_loss"] = cond_loss
+        if party.settings.shuffle:
+            # End of a round: training-with-shuffling (paper 001, Section 3.1.5).
+            party.shuffle()
+            meta["round"] = party.round
+            reordered = True
+    meta["pending_step"] = P.NO_STEP
+    meta["next_step"] = apply_step + 1
+    return reordered
+
+
+def _forward(
+    msg: Message,
+    cfg: ConfigRecord,
+    context: Context,
+    party: VTGANParty,
+    meta: dict,
+    schedule: Schedule,
+    reply: RecordDict,
+) -> None:
+    """Run step ``forward_step``'s forward pass and keep its chunk for the apply half."""
+    step = _int(cfg, "forward_step")
+    if meta["pending_step"] != P.NO_STEP or step != meta["next_step"]:
+        raise ProtocolError(
+            f"out-of-order message: asked for the forward pass of step {step}, "
+            f"expected step {meta['next_step']}"
+        )
+    if step >= schedule.total_steps:
+        raise ProtocolError(
+            f"step {step} is past the end of training ({schedule.total_steps} steps)"
+        )
+    shape = (party.train.batch_size, party.layout.chunk_width)
+    chunk = get_tensor(msg.content, P.CHUNK, P.CHUNK, shape)
+    features = {P.FAKE: party.forward_fake(step, chunk).numpy()}
+    if schedule.kind(step) is StepKind.DISCRIMINATOR:
+        real = party.forward_real(step, bool(get_field(cfg, "forward_chosen", bool)))
+        features[P.REAL] = real.features.numpy()
+        if real.rows is not None:
+            reply[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: real.rows})
+    reply[P.FEATURES] = tensors_to_record(features)
+    context.state[P.VT_STATE_CHUNK] = tensors_to_record({P.CHUNK: chunk})
+    meta["pending_step"] = step
 
 
 def _noise_seed(context: Context) -> int | None:
