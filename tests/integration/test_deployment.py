@@ -1,6 +1,6 @@
 """A real Flower deployment on this machine: a SuperLink, two SuperNodes that each read
-their own party file, and ``flwr run`` (loopback and ``--insecure`` only); and the
-exporter that writes those party files (fast tests).
+their own party file, and ``flwr run`` (loopback and ``--insecure`` only), for VFLGAN
+and VT-GAN; and the exporter that writes those party files (fast tests).
 
 The party files and the SuperNode command lines come from
 ``python -m simulations.export_parties``, as a user would get them. The whole run has a
@@ -10,13 +10,15 @@ messages carry the tail of every log plus the run's log from the SuperLink.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +38,11 @@ from flower_procs import (
     write_flower_config,
 )
 from flwr.common.config import parse_config_args
-from flwr_vflgan.simulations.config import ExportConfig
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.simulations.config import ExportConfig, to_run_spec
 from flwr_vflgan.simulations.export_parties import export_parties, supernode_command
+from flwr_vflgan.simulations.server_app import compose_run_config
+from flwr_vflgan.strategies import InProcessGrid, VFLGANResult, VTGANStrategy
 
 from flwr_vflgan.data import load_dataset, load_party_file
 from flwr_vflgan.runtime.party_data import DataSpec
@@ -45,6 +50,7 @@ from flwr_vflgan.runtime.party_data import DataSpec
 REPO = Path(__file__).resolve().parents[2]
 FEDERATION = "testdeploy"
 RUN_TIMEOUT = 300.0  # one exchange costs ~12-15 s in a deployment; this run needs six
+VTGAN_RUN_TIMEOUT = 540.0  # the VT-GAN run needs ten exchanges (~21-29 s each here)
 # UCI Adult's columns in the order of adult.names (the independent reference).
 ADULT_COLUMNS = [
     "age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
@@ -58,6 +64,19 @@ OVERRIDES = (
     "runtime=deployment train.max_steps=3 train.batch_size=24422 train.n_critic=1 "
     "train.eval_rows=500 output.publish_rows=300 runtime.poll_interval=0.05"
 )
+# VT-GAN on the first 640 Adult rows with batch 64 and one critic step: steps 0, 1, 2
+# are discriminator, generator, discriminator, so step 2 runs on rows shuffled once
+# (training-with-shuffling), by clients restored in new processes.
+VTGAN_ROWS = 200
+VTGAN_OVERRIDES = (
+    "runtime=deployment algorithm=vtgan train.max_steps=3 train.batch_size=64 train.n_critic=1 "
+    "vtgan.latent_dim=16 vtgan.generator_width=32 vtgan.discriminator_width=32 "
+    f"output.publish_rows={VTGAN_ROWS} output.evaluate=false runtime.poll_interval=0.05"
+)
+# Counted from the protocol (strategies/vtgan.py): setup, build, the conditions of step
+# 0, one exchange per discriminator step (0 and 2), two for the generator step (1), the
+# last discriminator update, and two for publication (conditions, then rows).
+VTGAN_EXCHANGES = 2 + 1 + 2 * 1 + 2 + 1 + 2
 
 
 @pytest.fixture
@@ -70,7 +89,7 @@ def processes(tmp_path: Path) -> Iterator[FlowerProcesses]:
     assert not survivors, f"processes survived the teardown: {survivors}\n{procs.logs()}"
 
 
-def _export(out_dir: Path, superlink: str) -> tuple[str, list[list[str]]]:
+def _export(out_dir: Path, superlink: str, *overrides: str) -> tuple[str, list[list[str]]]:
     """Run the exporter; its output and the argv of each printed ``flower-supernode``."""
     result = subprocess.run(
         [
@@ -79,6 +98,7 @@ def _export(out_dir: Path, superlink: str) -> tuple[str, list[list[str]]]:
             "simulations.export_parties",
             f"export.out_dir={out_dir}",
             f"export.superlink={superlink}",
+            *overrides,
         ],
         cwd=REPO,
         capture_output=True,
@@ -94,12 +114,13 @@ def _export(out_dir: Path, superlink: str) -> tuple[str, list[list[str]]]:
     return result.stdout, commands
 
 
-def _supernode_args(command: list[str], port: int, checkpoint_dir: Path) -> list[str]:
-    """A printed command with this test's ClientAppIo port and a checkpoint directory."""
+def _supernode_args(command: list[str], port: int, checkpoint_dir: Path | None) -> list[str]:
+    """A printed command with this test's ClientAppIo port (and a checkpoint directory)."""
     args = [executable("flower-supernode"), *command[1:]]
     args[args.index("--port") + 1] = str(port)
-    at = args.index("--node-config") + 1
-    args[at] = f'{args[at]} checkpoint-dir="{checkpoint_dir}"'
+    if checkpoint_dir is not None:
+        at = args.index("--node-config") + 1
+        args[at] = f'{args[at]} checkpoint-dir="{checkpoint_dir}"'
     return [*args, "--host", HOST]
 
 
@@ -113,20 +134,42 @@ def _checkpoint_meta(path: Path) -> dict:
         return json.loads(bytes(data["__meta__"]).decode())
 
 
-@pytest.mark.slow
-def test_deployment_trains_and_publishes_from_party_files(
-    tmp_path: Path, processes: FlowerProcesses
-) -> None:
+@dataclass
+class Deployment:
+    """A finished deployment run: where its outputs are and what the parties were given."""
+
+    run_dir: Path
+    parties: Path
+    shared_seed: str
+    node_configs: list[dict]
+    """Each SuperNode's node config as Flower parses it (typed values)."""
+    diagnostics: Callable[[], str]
+    """Every log's tail plus the run's log from the SuperLink."""
+
+
+def _deploy(
+    tmp_path: Path,
+    processes: FlowerProcesses,
+    *,
+    export_overrides: tuple[str, ...],
+    run_overrides: str,
+    checkpoints: list[Path] | None,
+    timeout: float,
+) -> Deployment:
+    """Export the party files, start a SuperLink and two SuperNodes from the printed
+    commands, launch ``flwr run`` and wait for ``metrics.json``."""
     started = time.monotonic()
     link_port, node_ports = free_ports(1)[0], free_ports(2)
     superlink = f"{HOST}:{link_port}"
     flwr_home, run_dir, parties = tmp_path / "flwr-home", tmp_path / "run", tmp_path / "parties"
-    env = flower_env(flwr_home)
+    # One thread per process: the SuperNodes' ClientApps compute what the in-process
+    # reference computes, in the same order.
+    env = flower_env(flwr_home, {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
     cli_log, run_log = processes.log_dir / "flwr-cli.log", processes.log_dir / "run.log"
     processes.add_log("flwr CLI", cli_log)
     processes.add_log("flwr log (the run's ServerApp)", run_log)
 
-    output, commands = _export(parties, superlink)
+    output, commands = _export(parties, superlink, *export_overrides)
     assert len(commands) == 2, output
     configs = [_node_config(c) for c in commands]
     shared_seed = configs[0]["shared-seed"]
@@ -153,17 +196,16 @@ def test_deployment_trains_and_publishes_from_party_files(
     processes.wait_until(
         lambda: True if wait_for_port(link_port) else None, 60, "the SuperLink", 0.5
     )
-    checkpoints = [tmp_path / f"party-{i}-checkpoints" for i in range(2)]
     for i, command in enumerate(commands):
         processes.start(
             f"supernode-{i}",
-            _supernode_args(command, node_ports[i], checkpoints[i]),
+            _supernode_args(command, node_ports[i], checkpoints[i] if checkpoints else None),
             env,
             cwd=tmp_path,
         )
     write_flower_config(flwr_home, FEDERATION, superlink)
 
-    run_config = f'overrides="{OVERRIDES}" run-dir="{run_dir}"'
+    run_config = f'overrides="{run_overrides}" run-dir="{run_dir}"'
     launched = flwr_cli(
         ["run", str(REPO), FEDERATION, "--run-config", run_config],
         env,
@@ -185,15 +227,33 @@ def test_deployment_trains_and_publishes_from_party_files(
         run_dir,
         env=env,
         cli_log=cli_log,
-        timeout=RUN_TIMEOUT - (time.monotonic() - started),
+        timeout=timeout - (time.monotonic() - started),
         diagnostics=diagnostics,
         cwd=tmp_path,
     )
+    node_configs = [parse_config_args([c[c.index("--node-config") + 1]]) for c in commands]
+    return Deployment(run_dir, parties, shared_seed, node_configs, diagnostics)
 
+
+@pytest.mark.slow
+def test_deployment_trains_and_publishes_from_party_files(
+    tmp_path: Path, processes: FlowerProcesses
+) -> None:
+    checkpoints = [tmp_path / f"party-{i}-checkpoints" for i in range(2)]
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=(),
+        run_overrides=OVERRIDES,
+        checkpoints=checkpoints,
+        timeout=RUN_TIMEOUT,
+    )
     try:
-        _check_outputs(run_dir, parties, checkpoints, shared_seed, processes)
+        _check_outputs(
+            deployment.run_dir, deployment.parties, checkpoints, deployment.shared_seed, processes
+        )
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{diagnostics()}") from None
+        raise AssertionError(f"{exc}\n{deployment.diagnostics()}") from None
 
 
 def _check_outputs(
@@ -213,16 +273,7 @@ def _check_outputs(
     synthetic = pd.read_csv(run_dir / "synthetic.csv")
     assert list(synthetic.columns) == ADULT_COLUMNS
     assert len(synthetic) == 300 and metrics["synthetic_rows"] == 300
-    # Every party decoded its own columns: categories come from that party's own file.
-    for i in range(2):
-        real, _ = load_party_file(parties / f"party-{i}.csv")
-        for column in real.schema.columns:
-            values = synthetic[column.name]
-            if column.kind.value == "categorical":
-                unknown = set(values.dropna()) - set(real.frame[column.name].dropna())
-                assert not unknown, f"party {i}, {column.name}: values not in its data {unknown}"
-            else:
-                assert np.isfinite(values.to_numpy(dtype=float)).all(), column.name
+    _check_own_columns(synthetic, parties)
 
     # Each party checkpointed into its own directory, resuming at step 2 under this
     # run's configuration; the server's run directory holds only the server's state.
@@ -234,9 +285,27 @@ def _check_outputs(
         assert json.loads(meta["config"])["train"]["batch_size"] == 24422
     server_files = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert server_files == ["server-2.npz"], server_files
+    _check_seed_stays_with_parties(run_dir, shared_seed, processes)
 
-    # The shared seed exists only at the parties: not in the server's outputs or the
-    # SuperLink's log.
+
+def _check_own_columns(synthetic: pd.DataFrame, parties: Path) -> None:
+    """Every party decoded its own columns: categories come from that party's own file."""
+    for i in range(2):
+        real, _ = load_party_file(parties / f"party-{i}.csv")
+        for column in real.schema.columns:
+            values = synthetic[column.name]
+            if column.kind.value == "categorical":
+                unknown = set(values.dropna()) - set(real.frame[column.name].dropna())
+                assert not unknown, f"party {i}, {column.name}: values not in its data {unknown}"
+            else:
+                assert np.isfinite(values.to_numpy(dtype=float)).all(), column.name
+
+
+def _check_seed_stays_with_parties(
+    run_dir: Path, shared_seed: str, processes: FlowerProcesses
+) -> None:
+    """The shared seed exists only at the parties: not in the server's outputs or the
+    SuperLink's log."""
     server_side = [
         run_dir / "metrics.json",
         run_dir / "config.json",
@@ -244,6 +313,79 @@ def _check_outputs(
     ]
     for path in server_side:
         assert shared_seed not in path.read_text(errors="replace"), f"shared seed found in {path}"
+
+
+# -- VT-GAN ------------------------------------------------------------------------------
+def _inprocess_vtgan(overrides: str, node_configs: list[dict], run_dir: Path) -> VFLGANResult:
+    """The same run as the ServerApp's (config composed the same way, same server seed)
+    over an in-process grid whose nodes get the SuperNodes' node configs: same party
+    files, same shared seed. Its clients stay in memory between messages."""
+    spec = to_run_spec(compose_run_config(overrides), run_dir)
+    strategy = VTGANStrategy(
+        spec.algorithm,
+        n_parties=spec.data.n_parties,
+        seed=spec.seed,
+        data_spec=None,
+        publish_rows=spec.output.publish_rows,
+    )
+    return strategy.start(InProcessGrid(make_client_app(), node_configs))
+
+
+@pytest.mark.slow
+def test_vtgan_deployment_publishes_what_the_in_process_run_publishes(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = f"{' '.join(dataset)} {VTGAN_OVERRIDES}"
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=None,
+        timeout=VTGAN_RUN_TIMEOUT,
+    )
+    try:
+        _check_vtgan_outputs(deployment, adult_small, processes)
+        reference = _inprocess_vtgan(overrides, deployment.node_configs, tmp_path / "inprocess")
+        _check_same_as_inprocess(deployment.run_dir, reference)
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+
+
+def _check_vtgan_outputs(deployment: Deployment, source: Path, processes: FlowerProcesses) -> None:
+    metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+    assert metrics["algorithm"] == "vtgan", metrics
+    assert metrics["runtime"] == "deployment" and metrics["n_parties"] == 2, metrics
+    assert metrics["steps"] == 3 and metrics["exchanges"] == VTGAN_EXCHANGES, metrics
+    assert metrics["train_rows"] == 640 and metrics["fd"] is None, metrics
+    assert metrics["published_generator"] == "last", metrics
+    # One epoch holds 10 D and 10 G steps: the run ends inside epoch 1.
+    assert [(h["epoch"], h["step"]) for h in metrics["history"]] == [(1, 3)], metrics
+    assert all(math.isfinite(metrics["history"][0][k]) for k in ("d_loss", "g_loss", "cond_loss"))
+
+    synthetic = pd.read_csv(deployment.run_dir / "synthetic.csv")
+    assert list(synthetic.columns) == list(pd.read_csv(source, nrows=0).columns) == ADULT_COLUMNS
+    assert len(synthetic) == VTGAN_ROWS and metrics["synthetic_rows"] == VTGAN_ROWS
+    _check_own_columns(synthetic, deployment.parties)
+    _check_seed_stays_with_parties(deployment.run_dir, deployment.shared_seed, processes)
+
+
+def _check_same_as_inprocess(run_dir: Path, reference: VFLGANResult) -> None:
+    """Clients restored from ``context.state`` in a new process for every message train
+    and publish exactly what clients kept in memory do."""
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert reference.steps == 3 and reference.exchanges == VTGAN_EXCHANGES
+    losses = ("d_loss", "g_loss", "cond_loss")
+    deployed = [h[k] for h in metrics["history"] for k in losses]
+    expected = [h[k] for h in reference.history for k in losses]
+    assert deployed == pytest.approx(expected, rel=1e-6), (
+        f"training losses {losses} differ: deployment {deployed}, in-process {expected}"
+    )
+    buffer = io.StringIO()
+    reference.synthetic.to_csv(buffer, index=False)  # as the pipeline writes synthetic.csv
+    buffer.seek(0)
+    pd.testing.assert_frame_equal(pd.read_csv(run_dir / "synthetic.csv"), pd.read_csv(buffer))
 
 
 # -- the exporter ------------------------------------------------------------------------
