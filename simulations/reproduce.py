@@ -1,8 +1,11 @@
-"""Regenerate paper 000's Table 1 (AI-training utility) over several seeds.
+"""Regenerate paper 000's Table 1 (AI-training utility) and paper 001's VT-GAN rows over
+several seeds.
 
     python -m simulations.reproduce                       # Adult + German credit, 3 seeds
     python -m simulations.reproduce reproduce.seeds=[0] reproduce.datasets=[german_credit]
     python -m simulations.reproduce reproduce.jobs=2 evaluation.statistics=true
+    python -m simulations.reproduce reproduce.datasets=[adult] reproduce.algorithms=[ctgan,vtgan] \\
+        reproduce.n_parties=[2,3] reproduce.seeds=[0] reproduce.out_dir=runs/reproduce-vtgan
 
 For every dataset x algorithm x seed it trains (or reuses a finished run in
 ``<out_dir>/<dataset>/<algorithm>/seed<k>/`` whose configuration matches), evaluates
@@ -11,6 +14,12 @@ with 10-fold cross-validation, and the Frechet distance), and writes
 ``<out_dir>/table1.md`` (mean and spread over seeds next to the paper's numbers) and
 ``<out_dir>/table1.json``. Runs are independent processes, so ``reproduce.jobs`` runs
 several at once.
+
+Every algorithm's runs are configured by its own ``algorithm=<name>`` group (VT-GAN's
+batch 500 and Adam 2e-4 come from ``conf/algorithm/vtgan.yaml``), then the command line's
+overrides. ``ctgan`` and ``vtgan`` make paper 001's table instead (per client count
+``reproduce.n_parties``, epochs ``reproduce.vtgan_epochs``, ``<out_dir>/paper001.md``; see
+:mod:`~flwr_vflgan.simulations.reproduce_vtgan`).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -27,6 +36,7 @@ from typing import Any
 
 import hydra
 import pandas as pd
+from flwr_vflgan.simulations import reproduce_vtgan
 from flwr_vflgan.simulations.config import (
     ReproduceConfig,
     RunSpec,
@@ -40,9 +50,13 @@ from flwr_vflgan.simulations.pipeline import (
     run_experiment,
     write_atomically,
 )
+from flwr_vflgan.simulations.seed_summary import dataset_name
+from flwr_vflgan.simulations.seed_summary import mean_spread as _mean_spread
+from hydra import compose
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from flwr_vflgan.data import list_datasets
+from flwr_vflgan.config import Variant
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 
 log = logging.getLogger(__name__)
@@ -89,18 +103,39 @@ def _variants(rc: ReproduceConfig) -> list[float | None]:
     return ([None] if rc.non_dp else []) + list(rc.dp_epsilons)
 
 
-def dataset_name(source: str) -> str:
-    """A built-in dataset's name, or a file's stem (``data/loans.csv`` -> ``loans``)."""
-    return source if source in list_datasets() else Path(source).name.split(".")[0]
+def compose_per_algorithm(
+    rc: ReproduceConfig, overrides: Sequence[str], config_name: str = "reproduce"
+) -> dict[str, DictConfig]:
+    """The configuration of each algorithm's runs: its ``algorithm=`` group, then ``overrides``.
+
+    Needs an initialised Hydra (inside :func:`main`, or ``initialize_config_module``).
+    """
+    return {
+        algorithm: compose(config_name, overrides=[*overrides, f"algorithm={algorithm}"])
+        for algorithm in rc.algorithms
+    }
 
 
-def run_specs(cfg: DictConfig, rc: ReproduceConfig) -> list[RunSpec]:
-    """One validated run spec per dataset x algorithm x seed."""
-    base = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "reproduce"])
+def run_specs(configs: Mapping[str, DictConfig], rc: ReproduceConfig) -> list[RunSpec]:
+    """One validated run spec per dataset x algorithm x seed (paper 001's algorithms: see
+    :func:`~flwr_vflgan.simulations.reproduce_vtgan.paper001_specs`).
+
+    ``configs`` maps each algorithm to its composed configuration
+    (:func:`compose_per_algorithm`).
+    """
+    missing = [a for a in rc.algorithms if a not in configs]
+    if missing:
+        raise ValueError(f"no composed configuration for reproduce.algorithms {missing}")
     specs = []
     for dataset in rc.datasets:
         for epsilon in _variants(rc):
             for algorithm in rc.algorithms:
+                cfg = configs[algorithm]
+                base = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "reproduce"])
+                if reproduce_vtgan.is_paper001(algorithm):
+                    if epsilon is None:
+                        specs += reproduce_vtgan.paper001_specs(base, rc, dataset, algorithm)
+                    continue
                 for seed in rc.seeds:
                     override: dict[str, Any] = {
                         "seed": seed,
@@ -183,17 +218,6 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
         )
     return metrics
-
-
-def _mean_spread(values: Sequence[float]) -> tuple[float, float]:
-    clean = [v for v in values if v is not None and not math.isnan(v)]
-    if not clean:
-        return math.nan, math.nan
-    mean = sum(clean) / len(clean)
-    spread = (
-        (sum((v - mean) ** 2 for v in clean) / (len(clean) - 1)) ** 0.5 if len(clean) > 1 else 0.0
-    )
-    return mean, spread
 
 
 def summarise(results: Sequence[tuple[RunSpec, dict[str, Any]]]) -> dict[str, Any]:
@@ -308,7 +332,11 @@ def main(cfg: DictConfig) -> None:
     raw = OmegaConf.to_container(cfg.reproduce, resolve=True)
     assert isinstance(raw, dict)
     rc = ReproduceConfig(**{str(k): v for k, v in raw.items()})
-    specs = run_specs(cfg, rc)
+    hydra_config = HydraConfig.get()
+    configs = compose_per_algorithm(
+        rc, list(hydra_config.overrides.task), hydra_config.job.config_name or "reproduce"
+    )
+    specs = run_specs(configs, rc)
     print(f"reproduce: {len(specs)} runs into {rc.out_dir} ({rc.jobs} at a time)", flush=True)
     results: list[tuple[RunSpec, dict[str, Any]]] = []
     if rc.jobs == 1:
@@ -318,19 +346,37 @@ def main(cfg: DictConfig) -> None:
         with ProcessPoolExecutor(rc.jobs, mp_context=get_context("spawn")) as pool:
             for spec, metrics in zip(specs, pool.map(run_one, specs), strict=True):
                 results.append((spec, _announce(spec, metrics)))
-    table = summarise(results)
-    out = Path(rc.out_dir)
-    text = render_table(table, rc, specs[0].evaluation.cv_folds)
-    write_atomically(out / "table1.md", lambda p: p.write_text(text))
+    paper000 = [r for r in results if not reproduce_vtgan.is_paper001(r[0].algorithm.variant)]
+    if paper000:
+        table = summarise(paper000)
+        text = render_table(table, rc, paper000[0][0].evaluation.cv_folds)
+        _write_table(Path(rc.out_dir), "table1", text, table)
+    paper001 = []
+    for spec, metrics in results:
+        if spec.algorithm.variant is Variant.CTGAN:
+            paper001 += reproduce_vtgan.centralized_rows(spec, metrics, rc.n_parties)
+        elif spec.algorithm.variant is Variant.VTGAN:
+            paper001.append((spec, metrics))
+    if paper001:
+        table = reproduce_vtgan.summarise(paper001)
+        text = reproduce_vtgan.render(table, rc, paper001[0][0].evaluation)
+        _write_table(Path(rc.out_dir), "paper001", text, table)
+
+
+def _write_table(out: Path, name: str, text: str, table: dict[str, Any]) -> None:
+    write_atomically(out / f"{name}.md", lambda p: p.write_text(text))
     write_atomically(
-        out / "table1.json",
+        out / f"{name}.json",
         lambda p: p.write_text(json.dumps(table, indent=2, default=json_default)),
     )
     print(text, flush=True)
-    print(f"wrote {out / 'table1.md'} and table1.json", flush=True)
+    print(f"wrote {out / name}.md and {name}.json", flush=True)
 
 
 def _announce(spec: RunSpec, metrics: dict[str, Any]) -> dict[str, Any]:
+    if reproduce_vtgan.is_paper001(spec.algorithm.variant):
+        print(reproduce_vtgan.announce(spec, metrics), flush=True)
+        return metrics
     evaluation = metrics.get("evaluation", {})
     utility = evaluation.get("ai_utility", {})
     if "ai_utility" in evaluation.get("skipped", {}):

@@ -1,22 +1,33 @@
-"""simulations.reproduce: the Table-1 summary, its markdown, and which runs are reused."""
+"""simulations.reproduce: the Table-1 summary, its markdown, and which runs are reused;
+paper 001's VT-GAN grid and table."""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
+from flwr_vflgan.simulations import reproduce_vtgan
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, register_configs, to_run_spec
 from flwr_vflgan.simulations.reproduce import (
     PAPER_TABLE1,
     _mean_spread,
+    compose_per_algorithm,
     dataset_name,
     finished_metrics,
     render_table,
+    run_specs,
     summarise,
 )
 from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from flwr_vflgan.evaluation import EvaluationConfig
+from flwr_vflgan.metrics.similarity import association_difference
 
 
 def _spec(tmp_path: Path, algorithm: str, seed: int, dataset: str = "german_credit") -> RunSpec:
@@ -96,3 +107,202 @@ def test_dataset_names_and_bad_grids() -> None:
         ReproduceConfig(seeds=())
     with pytest.raises(ValueError, match=r"reproduce\.jobs must be >= 1, got 0"):
         ReproduceConfig(jobs=0)
+
+
+# Paper 001's rows: VT-GAN per client count next to the centralized CTGAN baseline.
+
+
+def _grid(rc: ReproduceConfig, overrides: tuple[str, ...] = ()) -> list[RunSpec]:
+    register_configs()
+    with initialize_config_module("flwr_vflgan.conf", version_base=None):
+        return run_specs(compose_per_algorithm(rc, list(overrides)), rc)
+
+
+def test_vtgan_grid_trains_ctgan_once_per_seed_and_vtgan_per_client_count() -> None:
+    rc = ReproduceConfig(
+        datasets=("adult",),
+        algorithms=("ctgan", "vtgan"),
+        seeds=(0, 1),
+        n_parties=(3, 2),
+        out_dir="out",
+    )
+    specs = _grid(rc)
+    runs = [(s.algorithm.variant.value, s.data.n_parties, s.seed, s.run_dir) for s in specs]
+    assert runs == [
+        ("ctgan", 2, 0, Path("out/adult/ctgan/seed0")),
+        ("ctgan", 2, 1, Path("out/adult/ctgan/seed1")),
+        ("vtgan", 3, 0, Path("out/adult/vtgan-D2_0-G0_2-3parties/seed0")),
+        ("vtgan", 3, 1, Path("out/adult/vtgan-D2_0-G0_2-3parties/seed1")),
+        ("vtgan", 2, 0, Path("out/adult/vtgan-D2_0-G0_2-2parties/seed0")),
+        ("vtgan", 2, 1, Path("out/adult/vtgan-D2_0-G0_2-2parties/seed1")),
+    ]
+    for spec in specs:
+        train = spec.algorithm.train
+        # conf/algorithm/{ctgan,vtgan}.yaml's CTGAN settings, reproduce.vtgan_epochs' 30.
+        assert (train.batch_size, train.lr, train.betas, train.gp_weight) == (
+            500, 2e-4, (0.5, 0.9), 10.0,
+        )  # fmt: skip
+        assert train.epochs == 30
+        assert spec.evaluation.statistics and spec.evaluation.ml_efficacy
+        assert not spec.evaluation.ai_utility
+
+
+def test_vtgan_grid_follows_the_command_line_and_the_vtgan_settings() -> None:
+    rc = ReproduceConfig(
+        datasets=("german_credit",), algorithms=("ctgan", "vtgan"), seeds=(4,), n_parties=(3,)
+    )
+    overrides = ("train.batch_size=100", "vtgan.g_server_blocks=2", "vtgan.g_client_blocks=0")
+    central, vertical = _grid(rc, overrides)
+    assert central.algorithm.train.batch_size == vertical.algorithm.train.batch_size == 100
+    assert vertical.algorithm.train.epochs == 10  # not in vtgan_epochs: vtgan.yaml's epochs
+    assert vertical.run_dir == Path("runs/reproduce/german_credit/vtgan-D2_0-G2_0-3parties/seed4")
+    # CTGAN's own run keeps partition.n_parties whatever the counts, so it is never retrained.
+    assert central.data.n_parties == 2 and vertical.data.n_parties == 3
+    assert central.run_dir == Path("runs/reproduce/german_credit/ctgan/seed4")
+
+
+def test_paper000_runs_are_configured_as_before_beside_vtgan_rows() -> None:
+    """The Table 1 grid keeps its recipe: the reproduce tree with the variant swapped."""
+    rc = ReproduceConfig(
+        datasets=("german_credit",),
+        algorithms=("wgan_gp", "vtgan", "vflgan"),
+        seeds=(1,),
+        n_parties=(3,),
+        out_dir="out",
+    )
+    specs = _grid(rc, ("train.lr=0.001",))
+    register_configs()
+    with initialize_config_module("flwr_vflgan.conf", version_base=None):
+        cfg = compose("reproduce", overrides=["train.lr=0.001"])
+    base = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "reproduce"])
+    for algorithm, spec in (("wgan_gp", specs[0]), ("vflgan", specs[2])):
+        override = {
+            "seed": 1,
+            "algorithm": {"variant": algorithm},
+            "dataset": {"source": "german_credit"},
+            "train": {"epochs": 300},
+        }
+        run_dir = Path("out/german_credit") / algorithm / "seed1"
+        assert spec == to_run_spec(OmegaConf.merge(base, override), run_dir)
+        assert spec.data.n_parties == 2 and spec.evaluation.cv_folds == 10
+    assert specs[1].data.n_parties == 3 and specs[1].algorithm.train.lr == 0.001
+
+
+def _paper001_metrics(seed: int, avg_client: float, f1: float, wall: float) -> dict:
+    statistics = {
+        "avg_jsd": 0.1,
+        "avg_wd": 0.02,
+        "diff_corr": 3.0,
+        "diff_corr_avg_client": avg_client,
+        "diff_corr_across_client": 2.0,
+    }
+    utility = {"accuracy_difference": 0.1, "f1_difference": f1, "auc_difference": None}
+    return {
+        "seed": seed,
+        "wall_seconds": wall,
+        "history": [{"cond_loss": 2.4}, {"cond_loss": 2.0 + seed}],
+        "evaluation": {
+            "statistics": statistics,
+            "ml_efficacy": utility,
+            "seconds": {"statistics": 1.0, "ml_efficacy": 29.0},
+        },
+    }
+
+
+def test_vtgan_table_lists_ctgan_under_every_client_count_with_the_f1_gap() -> None:
+    rc = ReproduceConfig(
+        datasets=("adult",), algorithms=("ctgan", "vtgan"), seeds=(0, 1), n_parties=(2, 3)
+    )
+    specs = _grid(rc)
+    ctgan, vtgan2, vtgan3 = specs[:2], specs[2:4], specs[4:]
+    results = []
+    for spec in ctgan:  # what centralized_rows hands on: one spec per client count
+        for count, avg_client in ((2, 1.0), (3, 0.5)):
+            data = replace(spec.data, n_parties=count)
+            metrics = _paper001_metrics(spec.seed, avg_client, 0.10 + 0.02 * spec.seed, 600.0)
+            results.append((replace(spec, data=data), metrics))
+    results += [(s, _paper001_metrics(s.seed, 1.5, 0.15, 900.0 + 60 * s.seed)) for s in vtgan2]
+    results += [(s, _paper001_metrics(s.seed, 0.8, 0.20, 1200.0)) for s in vtgan3]
+    table = reproduce_vtgan.summarise(results)
+    assert list(table["adult"]) == ["2", "3"]
+    central, vertical = table["adult"]["2"]["ctgan"], table["adult"]["2"]["vtgan"]
+    assert central["seeds"] == [0, 1] and central["epochs"] == 30
+    assert central["f1_difference"] == pytest.approx((0.11, math.sqrt(0.0002)))
+    assert table["adult"]["3"]["ctgan"]["diff_corr_avg_client"] == (0.5, 0.0)
+    assert central["auc_difference"][0] != central["auc_difference"][0]  # None -> NaN
+    assert vertical["train_seconds"] == pytest.approx((930.0, math.sqrt(1800.0)))
+    assert vertical["evaluation_seconds"] == (30.0, 0.0)
+    assert vertical["final_cond_loss"] == pytest.approx((2.5, math.sqrt(0.5)))
+    assert vertical["partition"] == "D^2_0 G^0_2" and central["partition"] is None
+    text = reproduce_vtgan.render(table, rc, EvaluationConfig(classifiers=("decision_tree",)))
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [
+        "| CTGAN (centralized) | 2 | 0.100 ± 0.000 | 0.020 ± 0.000 | 3.000 ± 0.000 | 1.000 ± 0.000 "
+        "| 2.000 ± 0.000 | 0.100 ± 0.000 | 0.110 ± 0.014 | - | 10.0 ± 0.0 |",
+        "| VT-GAN D^2_0 G^0_2 | 2 | 0.100 ± 0.000 | 0.020 ± 0.000 | 3.000 ± 0.000 | 1.500 ± 0.000 "
+        "| 2.000 ± 0.000 | 0.100 ± 0.000 | 0.150 ± 0.000 | - | 15.5 ± 0.7 |",
+        "| CTGAN (centralized) | 3 | 0.100 ± 0.000 | 0.020 ± 0.000 | 3.000 ± 0.000 | 0.500 ± 0.000 "
+        "| 2.000 ± 0.000 | 0.100 ± 0.000 | 0.110 ± 0.014 | - | 10.0 ± 0.0 |",
+        "| VT-GAN D^2_0 G^0_2 | 3 | 0.100 ± 0.000 | 0.020 ± 0.000 | 3.000 ± 0.000 | 0.800 ± 0.000 "
+        "| 2.000 ± 0.000 | 0.100 ± 0.000 | 0.200 ± 0.000 | - | 20.0 ± 0.0 |",
+    ]
+    assert "## adult (30 epochs)" in text and "seeds [0, 1]" in text
+    assert "2 clients +0.040, 3 clients +0.090" in text  # 0.15 - 0.11, 0.20 - 0.11
+    assert "D^2_0 G^2_0 reaches an F1-score only 2.7% lower" in text
+    assert "(decision tree)" in text and "stratified 20%" in text
+
+
+def test_ctgan_association_is_measured_on_each_client_counts_split(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    real = pd.DataFrame(
+        {
+            "a": rng.normal(size=200),
+            "b": rng.normal(size=200),
+            "c": rng.choice(["x", "y"], size=200),
+            "d": rng.normal(size=200),
+            "e": rng.choice(["u", "v", "w"], size=200),
+            "f": rng.normal(size=200),
+        }
+    )
+    real["b"] += real["a"]
+    synthetic = real.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    synthetic["b"] = rng.normal(size=200)  # breaks a-b, which the 2-party split keeps within
+    source = tmp_path / "table.csv"
+    real.to_csv(source, index=False)
+    rc = ReproduceConfig(
+        datasets=(str(source),),
+        algorithms=("ctgan",),
+        seeds=(0,),
+        n_parties=(2, 3),
+        out_dir=str(tmp_path / "out"),
+    )
+    (spec,) = _grid(rc)
+    spec.run_dir.mkdir(parents=True)
+    synthetic.to_csv(spec.run_dir / "synthetic.csv", index=False)
+    stored = {"seed": 0, "evaluation": {"statistics": {"diff_corr_avg_client": 9.0}}}
+    rows = reproduce_vtgan.centralized_rows(spec, stored, rc.n_parties)
+    assert [s.data.n_parties for s, _ in rows] == [2, 3]
+    assert rows[0][1] is stored  # the run's own split: its stored numbers
+    # The even split into three parties: contiguous pairs of columns in table order.
+    expected = association_difference(
+        real,
+        pd.read_csv(spec.run_dir / "synthetic.csv"),
+        parties=[["a", "b"], ["c", "d"], ["e", "f"]],
+    )
+    statistics = rows[1][1]["evaluation"]["statistics"]
+    assert statistics["diff_corr_avg_client"] == pytest.approx(expected["avg_client"])
+    assert statistics["diff_corr_across_client"] == pytest.approx(expected["across_client"])
+    assert stored["evaluation"]["statistics"] == {"diff_corr_avg_client": 9.0}  # not mutated
+
+
+def test_bad_vtgan_grids() -> None:
+    assert ReproduceConfig(n_parties=[2, 3]).n_parties == (2, 3)
+    for bad in ([], [1, 2], [2, 2], [2.5]):
+        with pytest.raises(
+            ValueError, match=r"reproduce\.n_parties must be distinct client counts >= 2"
+        ):
+            ReproduceConfig(n_parties=bad)
+    with pytest.raises(ValueError, match=r"reproduce\.vtgan_epochs\.adult must be >= 1, got 0"):
+        ReproduceConfig(vtgan_epochs={"adult": 0})
+    with pytest.raises(ValueError, match=r"reproduce\.algorithms \['vtgan'\] have no DP rows"):
+        ReproduceConfig(algorithms=("vtgan",), non_dp=False, dp_epsilons=(10.0,))
