@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from flwr.app import ArrayRecord, ConfigRecord, Message
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.strategies import InProcessGrid, RunStopped, VTGANStrategy
 
@@ -16,8 +16,10 @@ from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import load_dataset
 from flwr_vflgan.metrics.similarity import jensen_shannon_divergences
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import tensors_to_record
 from flwr_vflgan.runtime.party_data import DataSpec, party_block
 from flwr_vflgan.vtgan.attacks import reconstruct_column, reconstruction_accuracy
+from flwr_vflgan.vtgan.server import ClientShape
 
 SHARED = 987654321123
 SMALL = {"latent_dim": 16, "generator_width": 32, "discriminator_width": 32}
@@ -267,3 +269,31 @@ def test_strategy_rejects_bad_arguments() -> None:
         VTGANStrategy(_config(), n_parties=2, publish_rows=0)
     with pytest.raises(ValueError, match="n_parties must be an integer >= 1"):
         VTGANStrategy(_config(), n_parties=0)
+
+
+def test_a_step_before_setup_gets_an_error_reply() -> None:
+    grid = InProcessGrid(make_client_app(), [{"partition-id": 0, "shared-seed": SHARED}])
+    message = Message(
+        RecordDict({P.CONFIG: ConfigRecord({"apply_step": -1, "forward_step": 0})}),
+        1001,
+        P.VT_STEP,
+    )
+    (reply,) = grid.send_and_receive([message])
+    assert reply.has_error()
+    assert "received a VT-GAN message before setup" in reply.error.reason
+
+
+def test_malformed_conditions_stop_the_run() -> None:
+    strategy = VTGANStrategy(_config(), n_parties=2)
+    shape = ClientShape(n_columns=2, encoded_width=5, cond_dim=3)
+    cond = np.zeros((64, 3), dtype=np.float32)
+    cond[:, 0] = 0.5  # not one-hot
+    reply = Message(
+        RecordDict({P.CONDITION: tensors_to_record({P.COND: cond, P.COND_REAL: cond})}),
+        1001,
+        P.VT_STEP,
+    )
+    with pytest.raises(RunStopped, match="node 1001 sent cond rows that are not one-hot"):
+        strategy._conditions(reply, 1001, shape, discriminator=True)
+    with pytest.raises(RunStopped, match=r"node 1001 sent malformed conditions: .*shape"):
+        strategy._conditions(reply, 1001, ClientShape(2, 5, 4), discriminator=True)
