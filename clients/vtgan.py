@@ -205,19 +205,26 @@ class VTGANClient(VFLGANClient):
         )
         return {"plan": plan.state(), "noise_seed": _noise_seed(context)}
 
+    def _saved_encoding(
+        self, context: Context, meta: dict
+    ) -> tuple[ModeSpecificEncoder, np.ndarray]:
+        """The encoder fitted at setup (from ``context.state``) and the encoded rows."""
+        if P.VT_STATE_ENCODER not in context.state:
+            raise ProtocolError("this client has no fitted encoder: setup did not run")
+        state = json.loads(str(context.state[P.VT_STATE_ENCODER]["json"]))
+        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
+        data = self._load_data(meta["data_key"])
+        return self._encoding(
+            config, meta["data_key"], data, meta["shared_seed"], meta["partition_id"], state
+        )
+
     def _party(self, context: Context, meta: dict) -> VTGANParty:
         key = _party_key(context, meta)
         if key in self._parties:
             self._parties.move_to_end(key)
             return self._parties[key]
         config = VFLGANConfig.from_dict(json.loads(meta["config"]))
-        data = self._load_data(meta["data_key"])
-        state = None
-        if P.VT_STATE_ENCODER in context.state:
-            state = json.loads(str(context.state[P.VT_STATE_ENCODER]["json"]))
-        encoder, encoded = self._encoding(
-            config, meta["data_key"], data, meta["shared_seed"], meta["partition_id"], state
-        )
+        encoder, encoded = self._saved_encoding(context, meta)
         party = VTGANParty(
             config.vtgan,
             config.train,
@@ -307,14 +314,8 @@ class VTGANClient(VFLGANClient):
         if rows < 1:
             raise ProtocolError(f"n_rows must be >= 1, got {rows}")
         chunk = get_tensor(msg.content, P.CHUNK, P.CHUNK, (rows, party.layout.chunk_width))
-        encoded = party.generate(chunk, draw).numpy()
-        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
-        data = self._load_data(meta["data_key"])
-        state = json.loads(str(context.state[P.VT_STATE_ENCODER]["json"]))
-        encoder, _ = self._encoding(
-            config, meta["data_key"], data, meta["shared_seed"], meta["partition_id"], state
-        )
-        frame = encoder.inverse_transform(encoded)
+        encoder, _ = self._saved_encoding(context, meta)
+        frame = encoder.inverse_transform(party.generate(chunk, draw).numpy())
         # Shuffled with the clients' shared seed before it leaves (paper 001, Section
         # 3.1.7): rows stay aligned across clients, the server cannot pair them with z.
         permutation = numpy_generator(meta["shared_seed"], Stream.PUBLISH, draw).permutation(rows)

@@ -73,6 +73,41 @@ class VFLGANResult:
     """Which generators were published: ``best_fd`` (lowest Frechet distance) or ``last``."""
 
 
+def collect_published(
+    replies: Mapping[int, Message], order: Sequence[int], rows: int, private: bool
+) -> tuple[pd.DataFrame, list[dict]]:
+    """The parties' published blocks side by side (party order) and, under DP, what each
+    reported spending.
+
+    Raises
+    ------
+    RunStopped
+        A block is unreadable or has the wrong number of rows, a DP party reported no
+        spend, or two parties published the same column.
+    """
+    blocks, privacy = [], []
+    for node in order:
+        try:
+            record = get_config(replies[node].content, P.SYNTHETIC)
+            block = pd.read_parquet(io.BytesIO(get_field(record, "parquet", bytes)))  # type: ignore[arg-type]
+            spent = str(get_field(record, "privacy", str))
+        except (ProtocolError, OSError, ValueError) as exc:
+            raise RunStopped(f"node {node} sent an unreadable synthetic block: {exc}") from exc
+        if private:
+            if not spent:
+                raise RunStopped(f"node {node} published without reporting its privacy spend")
+            privacy.append(json.loads(spent))
+        if len(block) != rows:
+            raise RunStopped(f"node {node} sent {len(block)} synthetic rows, expected {rows}")
+        blocks.append(block)
+    table = pd.concat(blocks, axis=1)
+    if table.columns.duplicated().any():
+        raise RunStopped(
+            f"parties published overlapping columns: {sorted(table.columns[table.columns.duplicated()])}"
+        )
+    return table, privacy
+
+
 @dataclass
 class _Pending:
     step: int
@@ -481,26 +516,7 @@ class VFLGANStrategy:
             timeout=self.timeout,
             describe="publication",
         )
-        blocks, privacy = [], []
-        for node in order:
-            try:
-                record = get_config(replies[node].content, P.SYNTHETIC)
-                block = pd.read_parquet(io.BytesIO(get_field(record, "parquet", bytes)))  # type: ignore[arg-type]
-                spent = str(get_field(record, "privacy", str))
-            except (ProtocolError, OSError, ValueError) as exc:
-                raise RunStopped(f"node {node} sent an unreadable synthetic block: {exc}") from exc
-            if self.config.dp.enabled:
-                if not spent:
-                    raise RunStopped(f"node {node} published without reporting its privacy spend")
-                privacy.append(json.loads(spent))
-            if len(block) != rows:
-                raise RunStopped(f"node {node} sent {len(block)} synthetic rows, expected {rows}")
-            blocks.append(block)
-        table = pd.concat(blocks, axis=1)
-        if table.columns.duplicated().any():
-            raise RunStopped(
-                f"parties published overlapping columns: {sorted(table.columns[table.columns.duplicated()])}"
-            )
+        table, privacy = collect_published(replies, order, rows, self.config.dp.enabled)
         # Shuffle rows before publication so row order reveals nothing about the noise draws.
         permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
         return table.iloc[permutation].reset_index(drop=True), privacy

@@ -11,7 +11,6 @@ message per node is ever in flight.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import time
@@ -42,7 +41,7 @@ from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
 from .exchange import RunStopped, exchange, wait_for_nodes
 from .traffic import Traffic
-from .vflgan import PUBLISH_DRAW, VFLGANResult
+from .vflgan import PUBLISH_DRAW, VFLGANResult, collect_published
 
 log = logging.getLogger(__name__)
 
@@ -553,24 +552,5 @@ class VTGANStrategy:
             )
             messages.append(Message(content, node, P.VT_GENERATE))
         replies = self._exchange(grid, messages, "publication")
-        blocks, spent = [], []
-        for node in order:
-            try:
-                record = get_config(replies[node].content, P.SYNTHETIC)
-                block = pd.read_parquet(io.BytesIO(get_field(record, "parquet", bytes)))  # type: ignore[arg-type]
-                privacy = str(get_field(record, "privacy", str))
-            except (ProtocolError, OSError, ValueError) as exc:
-                raise RunStopped(f"node {node} sent an unreadable synthetic block: {exc}") from exc
-            if self.config.dp.enabled:
-                if not privacy:
-                    raise RunStopped(f"node {node} published without reporting its privacy spend")
-                spent.append(json.loads(privacy))
-            if len(block) != rows:
-                raise RunStopped(f"node {node} sent {len(block)} synthetic rows, expected {rows}")
-            blocks.append(block)
-        table = pd.concat(blocks, axis=1)
-        if table.columns.duplicated().any():
-            raise RunStopped(
-                f"clients published overlapping columns: {sorted(table.columns[table.columns.duplicated()])}"
-            )
+        table, spent = collect_published(replies, order, rows, self.config.dp.enabled)
         return table, spent

@@ -25,9 +25,21 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from flwr_vflgan.config import TrainConfig
 from flwr_vflgan.nn.models import SpanLike, apply_output_activations
 
 from .config import VTGANSettings
+
+
+def adam(module: nn.Module, train: TrainConfig, settings: VTGANSettings) -> torch.optim.Adam:
+    """CTGAN's optimiser for one part: Adam with the run's rate and betas, weight decay."""
+    return torch.optim.Adam(
+        module.parameters(),
+        lr=train.lr,
+        betas=train.betas,
+        weight_decay=settings.weight_decay,
+        foreach=True,
+    )
 
 
 class ResidualBlock(nn.Module):

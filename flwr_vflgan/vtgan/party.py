@@ -37,7 +37,7 @@ from flwr_vflgan.runtime.rng import (
 
 from .conditions import ConditionSampler, conditional_loss
 from .config import VTGANSettings
-from .models import ClientDiscriminator, ClientGenerator
+from .models import ClientDiscriminator, ClientGenerator, adam
 from .privacy import VTGANPrivacy, noisy_counts
 
 
@@ -150,20 +150,8 @@ class VTGANParty:
             self.discriminator = ClientDiscriminator(
                 int(encoded.shape[1]), layout.d_block_width, settings
             )
-        self.g_opt = torch.optim.Adam(
-            self.generator.parameters(),
-            lr=train.lr,
-            betas=train.betas,
-            weight_decay=settings.weight_decay,
-            foreach=True,
-        )
-        self.d_opt = torch.optim.Adam(
-            self.discriminator.parameters(),
-            lr=train.lr,
-            betas=train.betas,
-            weight_decay=settings.weight_decay,
-            foreach=True,
-        )
+        self.g_opt = adam(self.generator, train, settings)
+        self.d_opt = adam(self.discriminator, train, settings)
         self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
         self.privacy = privacy
         if noise_seed is None:

@@ -37,7 +37,7 @@ from flwr_vflgan.runtime.rng import (
 )
 
 from .config import VTGANSettings, proportional_split
-from .models import ServerDiscriminator, ServerGenerator
+from .models import ServerDiscriminator, ServerGenerator, adam
 from .party import PartyLayout
 from .privacy import VTGANPrivacy
 
@@ -130,20 +130,8 @@ class VTGANServer:
                 sum(self.feature_dims), self.cond_dim, settings
             )
         self.chunk_widths = [layout.chunk_width for layout in self.layouts]
-        self.g_opt = torch.optim.Adam(
-            self.generator.parameters(),
-            lr=train.lr,
-            betas=train.betas,
-            weight_decay=settings.weight_decay,
-            foreach=True,
-        )
-        self.d_opt = torch.optim.Adam(
-            self.discriminator.parameters(),
-            lr=train.lr,
-            betas=train.betas,
-            weight_decay=settings.weight_decay,
-            foreach=True,
-        )
+        self.g_opt = adam(self.generator, train, settings)
+        self.d_opt = adam(self.discriminator, train, settings)
         self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
         self._graph: torch.Tensor | None = None
         self.privacy = privacy
