@@ -154,7 +154,7 @@ def test_vtgan_grid_follows_the_command_line_and_the_vtgan_settings() -> None:
     overrides = ("train.batch_size=100", "vtgan.g_server_blocks=2", "vtgan.g_client_blocks=0")
     central, vertical = _grid(rc, overrides)
     assert central.algorithm.train.batch_size == vertical.algorithm.train.batch_size == 100
-    assert vertical.algorithm.train.epochs == 10  # not in vtgan_epochs: vtgan.yaml's epochs
+    assert vertical.algorithm.train.epochs == 30  # not in vtgan_epochs: vtgan.yaml's epochs
     assert vertical.run_dir == Path("runs/reproduce/german_credit/vtgan-D2_0-G2_0-3parties/seed4")
     # CTGAN's own run keeps partition.n_parties whatever the counts, so it is never retrained.
     assert central.data.n_parties == 2 and vertical.data.n_parties == 3
