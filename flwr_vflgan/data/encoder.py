@@ -260,17 +260,7 @@ class TabularEncoder:
             infinite values.
         """
         schema = self._fitted_schema()
-        array = np.asarray(x)
-        if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
-            raise TypeError(f"x must be a numeric array, got dtype {array.dtype}")
-        if array.ndim != 2 or array.shape[1] != self.output_dim:
-            raise ValueError(
-                f"x must have shape (n_rows, {self.output_dim}) (output_dim), got {array.shape}"
-            )
-        array = array.astype(np.float64)
-        n_bad = int((~np.isfinite(array)).sum())
-        if n_bad:
-            raise ValueError(f"x has {n_bad} NaN or infinite values; it must be finite")
+        array = encoded_matrix(x, self.output_dim)
         data = {
             column.name: column.decode(array[:, span.start : span.stop])
             for column, span in zip(self._columns, self._spans, strict=True)
@@ -332,6 +322,30 @@ class TabularEncoder:
         columns = tuple(_column_from_state(d, schema, name) for name in schema.names)
         encoder._set_columns(schema, columns)
         return encoder
+
+
+def encoded_matrix(x: np.ndarray, output_dim: int) -> np.ndarray:
+    """``x`` as a float64 matrix of ``output_dim`` columns, checked before decoding.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not numeric.
+    ValueError
+        If ``x`` is not 2-D with ``output_dim`` columns, or holds NaN or infinite values.
+    """
+    array = np.asarray(x)
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise TypeError(f"x must be a numeric array, got dtype {array.dtype}")
+    if array.ndim != 2 or array.shape[1] != output_dim:
+        raise ValueError(
+            f"x must have shape (n_rows, {output_dim}) (output_dim), got {array.shape}"
+        )
+    array = array.astype(np.float64)
+    n_bad = int((~np.isfinite(array)).sum())
+    if n_bad:
+        raise ValueError(f"x has {n_bad} NaN or infinite values; it must be finite")
+    return array
 
 
 def _column_from_state(d: Mapping[str, Any], schema: Schema, name: str) -> FittedColumn:

@@ -53,7 +53,7 @@ from flwr_vflgan.data._columns import (
     dtype_record,
     numeric_values,
 )
-from flwr_vflgan.data.encoder import Span
+from flwr_vflgan.data.encoder import Span, encoded_matrix
 from flwr_vflgan.data.schema import ColumnKind, Schema
 
 __all__ = ["DEFAULT_MAX_FIT_ROWS", "ModeSpecificEncoder"]
@@ -492,17 +492,7 @@ class ModeSpecificEncoder:
             infinite values.
         """
         schema = self._fitted_schema()
-        array = np.asarray(x)
-        if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
-            raise TypeError(f"x must be a numeric array, got dtype {array.dtype}")
-        if array.ndim != 2 or array.shape[1] != self.output_dim:
-            raise ValueError(
-                f"x must have shape (n_rows, {self.output_dim}) (output_dim), got {array.shape}"
-            )
-        array = array.astype(np.float64)
-        n_bad = int((~np.isfinite(array)).sum())
-        if n_bad:
-            raise ValueError(f"x has {n_bad} NaN or infinite values; it must be finite")
+        array = encoded_matrix(x, self.output_dim)
         data = {
             column.name: column.decode(array[:, start:stop])
             for column, (start, stop) in zip(self._columns, self._column_spans, strict=True)
