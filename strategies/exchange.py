@@ -90,3 +90,32 @@ def wait_for_nodes(grid: Grid, n_nodes: int, timeout: float) -> list[int]:
                 f"only {len(nodes)} of {n_nodes} nodes connected within {timeout:.0f} s"
             )
         time.sleep(0.2)
+
+
+def check_strategy_args(
+    n_parties: int,
+    data_parties: int | None,
+    publish_rows: int | None,
+    poll_interval: float,
+    timeout: float,
+    node_wait_timeout: float,
+    seed: int,
+    min_parties: int,
+) -> None:
+    """The argument checks every strategy constructor shares.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, the rule and the value.
+    """
+    if not isinstance(n_parties, int) or n_parties < min_parties:
+        raise ValueError(f"n_parties must be an integer >= {min_parties}, got {n_parties!r}")
+    if data_parties is not None and data_parties != n_parties:
+        raise ValueError(f"data_spec splits {data_parties} parties, n_parties={n_parties}")
+    if publish_rows is not None and publish_rows < 1:
+        raise ValueError(f"publish_rows must be >= 1, got {publish_rows}")
+    if poll_interval <= 0 or timeout <= 0 or node_wait_timeout <= 0:
+        raise ValueError("poll_interval, timeout and node_wait_timeout must be > 0")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")

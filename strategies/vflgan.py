@@ -39,7 +39,7 @@ from flwr_vflgan.runtime.codec import (
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 
-from .exchange import RunStopped, exchange, wait_for_nodes
+from .exchange import RunStopped, check_strategy_args, exchange, wait_for_nodes
 
 log = logging.getLogger(__name__)
 
@@ -171,18 +171,16 @@ class VFLGANStrategy:
             )
         if config.is_vtgan:
             raise ValueError(f"{config.variant.value} runs with VTGANStrategy, not VFLGANStrategy")
-        if not isinstance(n_parties, int) or n_parties < 2:
-            raise ValueError(f"n_parties must be an integer >= 2, got {n_parties!r}")
-        if data_spec is not None and data_spec.n_parties != n_parties:
-            raise ValueError(
-                f"data_spec splits {data_spec.n_parties} parties, n_parties={n_parties}"
-            )
-        if publish_rows is not None and publish_rows < 1:
-            raise ValueError(f"publish_rows must be >= 1, got {publish_rows}")
-        if poll_interval <= 0 or timeout <= 0 or node_wait_timeout <= 0:
-            raise ValueError("poll_interval, timeout and node_wait_timeout must be > 0")
-        if seed < 0:
-            raise ValueError(f"seed must be >= 0, got {seed}")
+        check_strategy_args(
+            n_parties,
+            data_spec.n_parties if data_spec is not None else None,
+            publish_rows,
+            poll_interval,
+            timeout,
+            node_wait_timeout,
+            seed,
+            min_parties=2,
+        )
         self.config = config
         self.n_parties = n_parties
         self.seed = seed

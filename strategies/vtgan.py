@@ -39,7 +39,7 @@ from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
-from .exchange import RunStopped, exchange, wait_for_nodes
+from .exchange import RunStopped, check_strategy_args, exchange, wait_for_nodes
 from .traffic import Traffic
 from .vflgan import PUBLISH_DRAW, VFLGANResult, collect_published
 
@@ -117,18 +117,16 @@ class VTGANStrategy:
     ) -> None:
         if not config.is_vtgan:
             raise ValueError(f"VTGANStrategy trains vtgan, got variant {config.variant.value!r}")
-        if not isinstance(n_parties, int) or n_parties < 1:
-            raise ValueError(f"n_parties must be an integer >= 1, got {n_parties!r}")
-        if data_spec is not None and data_spec.n_parties != n_parties:
-            raise ValueError(
-                f"data_spec splits {data_spec.n_parties} parties, n_parties={n_parties}"
-            )
-        if publish_rows is not None and publish_rows < 1:
-            raise ValueError(f"publish_rows must be >= 1, got {publish_rows}")
-        if poll_interval <= 0 or timeout <= 0 or node_wait_timeout <= 0:
-            raise ValueError("poll_interval, timeout and node_wait_timeout must be > 0")
-        if seed < 0:
-            raise ValueError(f"seed must be >= 0, got {seed}")
+        check_strategy_args(
+            n_parties,
+            data_spec.n_parties if data_spec is not None else None,
+            publish_rows,
+            poll_interval,
+            timeout,
+            node_wait_timeout,
+            seed,
+            min_parties=1,
+        )
         if config.dp.enabled and config.dp.mechanism.value != "dpsgd":
             raise ValueError(
                 f"VT-GAN trains its discriminators with dp=dpsgd (paper 001, Section 4.3.4); "

@@ -305,23 +305,41 @@ class TabularEncoder:
             If the version is unsupported, keys are missing or unknown, a column has no
             entry, or a statistic is invalid (non-finite, std <= 0, min > max).
         """
-        if not isinstance(d, Mapping):
-            raise TypeError(f"state must be a mapping, got {type(d).__name__}")
-        if d.get("schema_version") != ENCODER_STATE_VERSION:
-            raise ValueError(
-                f"encoder state schema_version must be {ENCODER_STATE_VERSION}, "
-                f"got {d.get('schema_version')!r}"
-            )
-        if set(d) != _STATE_KEYS:
-            raise ValueError(
-                f"encoder state keys must be {sorted(_STATE_KEYS)}; missing "
-                f"{sorted(_STATE_KEYS - set(d))}, unknown {sorted(set(d) - _STATE_KEYS)}"
-            )
+        check_state(d, "encoder state", ENCODER_STATE_VERSION, _STATE_KEYS)
         encoder = cls(d["numeric_scaling"])
         schema = Schema.from_dict(d["schema"])
         columns = tuple(_column_from_state(d, schema, name) for name in schema.names)
         encoder._set_columns(schema, columns)
         return encoder
+
+
+def check_keys(what: str, d: Mapping[str, Any], expected: frozenset[str]) -> None:
+    """``d`` has exactly the ``expected`` keys, or a ValueError lists the missing and
+    unknown ones."""
+    if set(d) != expected:
+        raise ValueError(
+            f"{what} keys must be {sorted(expected)}; missing {sorted(expected - set(d))}, "
+            f"unknown {sorted(set(d) - expected)}"
+        )
+
+
+def check_state(d: object, what: str, version: int, expected: frozenset[str]) -> None:
+    """A saved state is a mapping of this ``schema_version`` with exactly these keys.
+
+    Raises
+    ------
+    TypeError
+        If ``d`` is not a mapping.
+    ValueError
+        On another version, or missing or unknown keys.
+    """
+    if not isinstance(d, Mapping):
+        raise TypeError(f"state must be a mapping, got {type(d).__name__}")
+    if d.get("schema_version") != version:
+        raise ValueError(
+            f"{what} schema_version must be {version}, got {d.get('schema_version')!r}"
+        )
+    check_keys(what, d, expected)
 
 
 def encoded_matrix(x: np.ndarray, output_dim: int) -> np.ndarray:

@@ -53,7 +53,7 @@ from flwr_vflgan.data._columns import (
     dtype_record,
     numeric_values,
 )
-from flwr_vflgan.data.encoder import Span, encoded_matrix
+from flwr_vflgan.data.encoder import Span, check_keys, check_state, encoded_matrix
 from flwr_vflgan.data.schema import ColumnKind, Schema
 
 __all__ = ["DEFAULT_MAX_FIT_ROWS", "ModeSpecificEncoder"]
@@ -543,14 +543,7 @@ class ModeSpecificEncoder:
             If the version is unsupported, keys are missing or unknown, a column has no
             entry, or its modes are invalid (non-finite, std <= 0, min > max).
         """
-        if not isinstance(d, Mapping):
-            raise TypeError(f"state must be a mapping, got {type(d).__name__}")
-        if d.get("schema_version") != MODES_STATE_VERSION:
-            raise ValueError(
-                f"mode encoder state schema_version must be {MODES_STATE_VERSION}, "
-                f"got {d.get('schema_version')!r}"
-            )
-        _check_keys("mode encoder state", d, _STATE_KEYS)
+        check_state(d, "mode encoder state", MODES_STATE_VERSION, _STATE_KEYS)
         encoder = cls(d["max_modes"], d["weight_threshold"], d["seed"], d["max_fit_rows"])
         schema = Schema.from_dict(d["schema"])
         columns = tuple(_column_from_state(d, schema, name) for name in schema.names)
@@ -562,14 +555,6 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
-def _check_keys(what: str, d: Mapping[str, Any], expected: frozenset[str]) -> None:
-    if set(d) != expected:
-        raise ValueError(
-            f"{what} keys must be {sorted(expected)}; missing {sorted(expected - set(d))}, "
-            f"unknown {sorted(set(d) - expected)}"
-        )
-
-
 def _column_from_state(d: Mapping[str, Any], schema: Schema, name: str) -> FittedColumn:
     kind = schema.kind_of(name)
     table = "categorical" if kind is ColumnKind.CATEGORICAL else "numeric"
@@ -577,14 +562,14 @@ def _column_from_state(d: Mapping[str, Any], schema: Schema, name: str) -> Fitte
         raise ValueError(f"mode encoder state has no {table!r} entry for column {name!r}")
     entry = d[table][name]
     if kind is ColumnKind.CATEGORICAL:
-        _check_keys(f"categorical state of column {name!r}", entry, _CATEGORICAL_KEYS)
+        check_keys(f"categorical state of column {name!r}", entry, _CATEGORICAL_KEYS)
         return CategoricalColumn(
             name=name,
             dtype=entry["dtype"],
             categories=tuple(entry["categories"]),
             has_missing=bool(entry["has_missing"]),
         )
-    _check_keys(f"numeric state of column {name!r}", entry, _NUMERIC_KEYS)
+    check_keys(f"numeric state of column {name!r}", entry, _NUMERIC_KEYS)
     return ModeColumn(
         name=name,
         kind=kind,

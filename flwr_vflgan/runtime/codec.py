@@ -49,6 +49,18 @@ def get_field(record: ConfigRecord, key: str, kind: type | tuple[type, ...]) -> 
     return value
 
 
+def _array(content: RecordDict, name: str, key: str) -> Array:
+    """Entry ``key`` of ArrayRecord ``name``, or a ProtocolError naming what is missing."""
+    record = content.get(name) if name in content else None
+    if not isinstance(record, ArrayRecord):
+        raise ProtocolError(
+            f"message has no array record {name!r}; records present: {sorted(content)}"
+        )
+    if key not in record:
+        raise ProtocolError(f"array record {name!r} lacks {key!r}; keys present: {sorted(record)}")
+    return record[key]
+
+
 def get_tensor(
     content: RecordDict,
     name: str,
@@ -60,14 +72,7 @@ def get_tensor(
     ``shape`` may contain ``None`` for a free dimension. Non-float32 dtypes, other shapes
     and non-finite values raise :class:`ProtocolError` naming the record and key.
     """
-    record = content.get(name) if name in content else None
-    if not isinstance(record, ArrayRecord):
-        raise ProtocolError(
-            f"message has no array record {name!r}; records present: {sorted(content)}"
-        )
-    if key not in record:
-        raise ProtocolError(f"array record {name!r} lacks {key!r}; keys present: {sorted(record)}")
-    array = record[key]
+    array = _array(content, name, key)
     if array.dtype not in ("float32", "<f4", np.dtype(np.float32).str):
         raise ProtocolError(f"{name}.{key} must be float32, got {array.dtype}")
     values = array.numpy()
@@ -92,14 +97,7 @@ def get_indices(
 ) -> np.ndarray:
     """A validated int64 index vector from ArrayRecord ``name``: 1-D, ``length`` entries
     (``None``: any), every value in ``[0, upper)``."""
-    record = content.get(name) if name in content else None
-    if not isinstance(record, ArrayRecord):
-        raise ProtocolError(
-            f"message has no array record {name!r}; records present: {sorted(content)}"
-        )
-    if key not in record:
-        raise ProtocolError(f"array record {name!r} lacks {key!r}; keys present: {sorted(record)}")
-    array = record[key]
+    array = _array(content, name, key)
     if array.dtype not in ("int64", "<i8", np.dtype(np.int64).str):
         raise ProtocolError(f"{name}.{key} must be int64, got {array.dtype}")
     values = array.numpy()

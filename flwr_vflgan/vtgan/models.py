@@ -93,6 +93,11 @@ class FNStack(nn.Module):
             for width in self.widths
         ]
 
+    def unpack_masks(self, packed: torch.Tensor) -> list[torch.Tensor] | None:
+        """Per-block dropout multipliers from the concatenation :meth:`draw_masks` rows
+        are packed into (``None`` when there are none)."""
+        return list(torch.split(packed, self.widths, dim=1)) if packed.shape[1] else None
+
     def forward(
         self,
         x: torch.Tensor,
@@ -211,8 +216,7 @@ class ClientDiscriminator(nn.Module):
         data, rest = x[:, : self.in_dim], x[:, self.in_dim :]
         if not isinstance(self.body, FNStack):
             return self.body(data)
-        masks = list(torch.split(rest, self.body.widths, dim=1)) if rest.shape[1] else None
-        return self.body(data, masks=masks)
+        return self.body(data, masks=self.body.unpack_masks(rest))
 
 
 class ServerDiscriminator(nn.Module):
@@ -254,6 +258,4 @@ class ServerDiscriminator(nn.Module):
     def packed_critic(self, x: torch.Tensor) -> torch.Tensor:
         """:meth:`critic` of rows packed as ``[inputs, dropout multipliers]``."""
         width = self.features_dim + self.cond_dim
-        rest = x[:, width:]
-        masks = list(torch.split(rest, self.body.widths, dim=1)) if rest.shape[1] else None
-        return self.score(self.body(x[:, :width], masks=masks))
+        return self.score(self.body(x[:, :width], masks=self.body.unpack_masks(x[:, width:])))

@@ -25,7 +25,7 @@ import torch
 from flwr_vflgan.config import TrainConfig
 from flwr_vflgan.data.encoder import Span
 from flwr_vflgan.nn.models import eval_mode, frozen_batchnorm_stats, seeded_init
-from flwr_vflgan.privacy.updates import DiscriminatorUpdate, PerSampleUpdate, PlainUpdate
+from flwr_vflgan.privacy.updates import PerSampleUpdate
 from flwr_vflgan.runtime.flat import FlatState
 from flwr_vflgan.runtime.rng import (
     Stream,
@@ -156,7 +156,7 @@ class VTGANParty:
         self.privacy = privacy
         if noise_seed is None:
             noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
-        self.d_update: DiscriminatorUpdate = PlainUpdate()
+        self.d_update: PerSampleUpdate | None = None
         self._counts: list[np.ndarray] | None = None
         if privacy is not None:
             self.d_update = PerSampleUpdate(
@@ -312,13 +312,17 @@ class VTGANParty:
             f_fake = self._disc(fake, step, 1)
             return (f_real * g_real).sum() + (f_fake * grad_fake).sum()
 
-        self.d_update(self.discriminator, self.d_opt, batch_loss, _no_row_loss, (), step)
+        # Without DP (the DP path returned above) the update is the plain one.
+        self.d_opt.zero_grad(set_to_none=True)
+        batch_loss().backward()
+        self.d_opt.step()
 
     def _private_discriminator(
         self, step: int, fake: torch.Tensor, grad_real: torch.Tensor, grad_fake: torch.Tensor
     ) -> None:
         """DP-SGD step of ``D^b_i``: row ``k`` is real row ``k`` of the uniform batch with
         fake row ``k``; its loss carries the server's per-row gradients."""
+        assert self.d_update is not None  # built with the privacy plan
         real = self.encoded[torch.from_numpy(self.dp_rows(step))]
         disc = self.discriminator
         n = real.shape[0]
@@ -414,7 +418,3 @@ def dp_row_loss(n: int) -> Callable[..., torch.Tensor]:
         return n * ((f_real * g_real_row).sum() + (f_fake * g_fake_row).sum())
 
     return row_loss
-
-
-def _no_row_loss(*args: object) -> torch.Tensor:
-    raise NotImplementedError("the plain update never calls a row loss")
