@@ -43,6 +43,16 @@ class Stream(IntEnum):
     """Dropout masks of VT-GAN's discriminator blocks (private to their holder)."""
     CHOICE = 13
     """VT-GAN's choice of the client that supplies a step's conditional vector (server)."""
+    SPLIT = 14
+    """GAFM's train/test split of the rows (label party)."""
+    EPOCH_ORDER = 15
+    """GAFM's order of the training rows in an epoch (label party)."""
+    LABEL_NOISE = 16
+    """GAFM's label noise ``epsilon`` and randomized-response ``u`` (label party)."""
+    GRADIENT_NOISE = 17
+    """Max Norm's and Marvell's perturbation of the cut gradients (label party)."""
+    ATTACK = 18
+    """Choices of the simulated label-stealing attacker (cosine hints)."""
 
 
 _MASK64 = (1 << 64) - 1

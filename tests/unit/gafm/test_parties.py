@@ -1,0 +1,142 @@
+"""The label party's update rule and the local party's apply step."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from flwr_vflgan.gafm.config import GAFMSettings, Method
+from flwr_vflgan.gafm.losses import ce_loss, randomized_response
+from flwr_vflgan.gafm.parties import LabelParty, LocalParty
+from flwr_vflgan.runtime.rng import Stream, torch_generator
+
+SETTINGS = GAFMSettings(gamma=2.0, delta=0.2, sigma=0.05, lr_generator=1e-2, lr_discriminator=1e-2)
+
+
+def _batch(n: int = 16, parties: int = 1, seed: int = 0) -> tuple[list[torch.Tensor], torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    labels = (torch.rand(n, generator=gen) > 0.5).float()
+    labels[0], labels[1] = 0.0, 1.0
+    parts = [0.2 + 0.6 * torch.rand(n, 1, generator=gen) for _ in range(parties)]
+    return parts, labels
+
+
+def _manual_gafm(
+    party: LabelParty, parts: list[torch.Tensor], labels: torch.Tensor, step: int
+) -> torch.Tensor:
+    """Algorithm A.1 written out: D step and clipping, G step, then the normalised gradient."""
+    s = party.settings
+    assert party.disc is not None
+    g_net, d_net = copy.deepcopy(party.head), copy.deepcopy(party.disc)
+    opt_d = torch.optim.Adam(d_net.parameters(), lr=s.lr_discriminator, betas=s.betas)
+    opt_g = torch.optim.Adam(g_net.parameters(), lr=s.lr_generator, betas=s.betas)
+    gen = torch_generator(party.seed, Stream.LABEL_NOISE, step)
+    real = (labels + s.sigma * torch.randn(labels.shape, generator=gen)).unsqueeze(1)
+    target = randomized_response(labels, s.delta, gen)
+    f = torch.stack(parts).mean(dim=0)
+    loss_d = -(d_net(real).mean() - d_net(g_net(f).detach()).mean())
+    opt_d.zero_grad()
+    loss_d.backward()
+    opt_d.step()
+    with torch.no_grad():
+        for p in d_net.parameters():
+            p.clamp_(-s.clip, s.clip)
+    loss_g = -d_net(g_net(f)).mean()
+    opt_g.zero_grad()
+    loss_g.backward()
+    opt_g.step()
+    cut = f.clone().requires_grad_(True)
+    (g_gan,) = torch.autograd.grad(-d_net(g_net(cut)).mean(), cut)
+    (g_ce,) = torch.autograd.grad(ce_loss(cut.mean(dim=1), target), cut)
+    return s.gamma * g_gan / g_gan.norm() + g_ce / g_ce.norm()
+
+
+def test_gafm_cut_gradient_follows_algorithm_a1() -> None:
+    party = LabelParty(Method.GAFM, SETTINGS, 1, seed=3)
+    parts, labels = _batch()
+    expected = _manual_gafm(party, parts, labels, step=5)
+    result = party.train_step(parts, labels, 5)
+    assert torch.allclose(result.grads[0], expected, atol=1e-6)
+    # Both normalised terms have unit norm, so the sum's norm is at most gamma + 1.
+    assert float(result.grads[0].norm()) <= SETTINGS.gamma + 1 + 1e-5
+    assert {"loss_d", "loss_g", "ce", "gan_grad_mean", "ce_grad_mean"} <= set(result.stats)
+    # The discriminator was clipped after its step.
+    assert party.disc is not None
+    assert all(
+        float(p.detach().abs().max()) <= SETTINGS.clip + 1e-7 for p in party.disc.parameters()
+    )
+
+
+def test_average_cut_splits_the_gradient_equally_and_concat_slices_it() -> None:
+    parts, labels = _batch(parties=3)
+    party = LabelParty(Method.GAFM, SETTINGS, 3, seed=4)
+    expected = _manual_gafm(party, parts, labels, step=0)
+    grads = party.train_step(parts, labels, 0).grads
+    for g in grads:  # eq. C.1: f = (f1 + f2 + f3) / 3, so d f / d f_p = 1/3
+        assert torch.allclose(g, expected / 3, atol=1e-6)
+    concat = LabelParty(Method.SPLITNN, GAFMSettings(cut="concat"), 3, seed=4)
+    out = concat.train_step(parts, labels, 0).grads
+    assert [tuple(g.shape) for g in out] == [(16, 1)] * 3
+    assert not torch.allclose(out[0], out[1])
+
+
+def test_vanilla_gradient_is_the_cross_entropy_gradient_and_defenses_perturb_it() -> None:
+    parts, labels = _batch(n=64)
+    vanilla = LabelParty(Method.SPLITNN, SETTINGS, 1, seed=5)
+    head = copy.deepcopy(vanilla.head)
+    cut = parts[0].clone().requires_grad_(True)
+    (expected,) = torch.autograd.grad(ce_loss(head(cut).squeeze(1), labels), cut)
+    assert torch.allclose(vanilla.train_step(parts, labels, 0).grads[0], expected, atol=1e-7)
+    for method in (Method.MAXNORM, Method.MARVELL):
+        noisy = LabelParty(method, SETTINGS, 1, seed=5).train_step(parts, labels, 0).grads[0]
+        assert noisy.shape == expected.shape and not torch.allclose(noisy, expected)
+    # Same seed, same step: the perturbation is reproducible.
+    a = LabelParty(Method.MAXNORM, SETTINGS, 1, seed=5).train_step(parts, labels, 0).grads[0]
+    b = LabelParty(Method.MAXNORM, SETTINGS, 1, seed=5).train_step(parts, labels, 0).grads[0]
+    assert torch.equal(a, b)
+
+
+def test_gafm_with_marvell_perturbs_the_gafm_gradient() -> None:
+    parts, labels = _batch(n=64)
+    plain = LabelParty(Method.GAFM, SETTINGS, 1, seed=6).train_step(parts, labels, 0)
+    gm_settings = GAFMSettings(**{**SETTINGS.to_dict(), "marvell": True})
+    gm = LabelParty(Method.GAFM, gm_settings, 1, seed=6).train_step(parts, labels, 0)
+    assert not torch.allclose(plain.grads[0], gm.grads[0])
+    assert "marvell_sum_kl" in gm.stats
+
+
+def test_label_party_rejects_bad_shapes() -> None:
+    party = LabelParty(Method.GAFM, SETTINGS, 2, seed=0)
+    parts, labels = _batch(parties=2)
+    with pytest.raises(ValueError, match="expected cut values of 2 parties"):
+        party.train_step(parts[:1], labels, 0)
+    with pytest.raises(ValueError, match="party 1's cut values"):
+        party.train_step([parts[0], parts[1][:3]], labels, 0)
+    with pytest.raises(ValueError, match="labels must have shape"):
+        party.train_step(parts, labels[:3], 0)
+
+
+def test_local_party_apply_equals_backprop_through_the_forward_pass() -> None:
+    settings = GAFMSettings(local_dropout=0.5, local_hidden=(8,))
+    x = torch.randn(50, 6, generator=torch.Generator().manual_seed(0))
+    party = LocalParty(x, settings, partition_id=1, seed=9)
+    twin = copy.deepcopy(party.model)
+    rows = np.array([3, 7, 11, 20])
+    out = party.forward(rows, step=4)
+    grad = torch.randn(4, 1, generator=torch.Generator().manual_seed(1))
+    # Same dropout masks on recomputation: the forward pass is reproduced exactly.
+    again = party.model(x[torch.from_numpy(rows)], torch_generator(9, Stream.DROPOUT, 4, 1))
+    assert torch.equal(out, again.detach())
+    party.apply(rows, 4, grad)
+    opt = torch.optim.Adam(twin.parameters(), lr=settings.lr_local, betas=settings.betas)
+    twin(x[torch.from_numpy(rows)], torch_generator(9, Stream.DROPOUT, 4, 1)).backward(grad)
+    opt.step()
+    for a, b in zip(party.model.parameters(), twin.parameters(), strict=True):
+        assert torch.allclose(a, b)
+    with pytest.raises(ValueError, match="gradient must have shape"):
+        party.apply(rows, 4, grad[:2])
+    # Prediction uses no dropout.
+    assert torch.equal(party.predict(rows), party.predict(rows))
