@@ -72,26 +72,7 @@ class VFLGANClient:
     def _guard(
         self, msg: Message, context: Context, handler: Callable[[Message, Context], RecordDict]
     ) -> Message:
-        try:
-            return Message(handler(msg, context), reply_to=msg)
-        except ProtocolError as exc:
-            return Message(
-                Error(code=ERROR_PROTOCOL, reason=f"protocol error: {exc}"), reply_to=msg
-            )
-        except BudgetExceededError as exc:
-            return Message(
-                Error(code=ERROR_BUDGET, reason=f"privacy budget: {exc}; the step was refused"),
-                reply_to=msg,
-            )
-        except (AlignmentError, FileNotFoundError, ValueError, KeyError) as exc:
-            return Message(
-                Error(code=ERROR_DATA, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
-            )
-        except Exception as exc:
-            log.error("party handler failed:\n%s", traceback.format_exc())
-            return Message(
-                Error(code=ERROR_INTERNAL, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
-            )
+        return guarded(msg, context, handler)
 
     # -- setup -------------------------------------------------------------------------
     def _setup(self, msg: Message, context: Context) -> RecordDict:
@@ -362,6 +343,30 @@ class VFLGANClient:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def guarded(
+    msg: Message, context: Context, handler: Callable[[Message, Context], RecordDict]
+) -> Message:
+    """Run a handler and turn its failure into a Flower error reply with a clear reason."""
+    try:
+        return Message(handler(msg, context), reply_to=msg)
+    except ProtocolError as exc:
+        return Message(Error(code=ERROR_PROTOCOL, reason=f"protocol error: {exc}"), reply_to=msg)
+    except BudgetExceededError as exc:
+        return Message(
+            Error(code=ERROR_BUDGET, reason=f"privacy budget: {exc}; the step was refused"),
+            reply_to=msg,
+        )
+    except (AlignmentError, FileNotFoundError, ValueError, KeyError) as exc:
+        return Message(Error(code=ERROR_DATA, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
+    except Exception as exc:
+        log.error("party handler failed:\n%s", traceback.format_exc())
+        return Message(
+            Error(code=ERROR_INTERNAL, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
+        )
+
+
 def _partition_id(context: Context) -> int:
     value = context.node_config.get(P.NODE_PARTITION_ID)
     if value is None:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.privacy.config import DPConfig
 from flwr_vflgan.vtgan.config import VTGANSettings
 
@@ -34,6 +35,14 @@ class Variant(StrEnum):
     """VT-GAN (paper 001): conditional tabular GAN split between server and clients."""
     CTGAN = "ctgan"
     """VT-GAN's centralized baseline: the same conditional tabular GAN on the whole table."""
+    GAFM = "gafm"
+    """GAFM (paper 002): label-protected split classification."""
+    SPLITNN = "splitnn"
+    """Vanilla split learning (paper 002's Vanilla baseline)."""
+    MAXNORM = "maxnorm"
+    """Split learning with Max Norm's gradient noise (paper 002's baseline)."""
+    MARVELL = "marvell"
+    """Split learning with Marvell's gradient noise (paper 002's baseline)."""
 
 
 def _is_int(value: object) -> bool:
@@ -189,6 +198,9 @@ class VFLGANConfig:
     dp: DPConfig = field(default_factory=DPConfig)
     vtgan: VTGANSettings = field(default_factory=VTGANSettings)
     """VT-GAN's own settings (used by ``vtgan`` and ``ctgan`` only)."""
+    gafm: GAFMSettings = field(default_factory=GAFMSettings)
+    """Split classification's settings (used by ``gafm``, ``splitnn``, ``maxnorm`` and
+    ``marvell`` only)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.variant, Variant):
@@ -197,11 +209,18 @@ class VFLGANConfig:
             object.__setattr__(self, "dp", DPConfig.from_dict(self.dp))
         if isinstance(self.vtgan, dict):
             object.__setattr__(self, "vtgan", VTGANSettings.from_dict(self.vtgan))
+        if isinstance(self.gafm, dict):
+            object.__setattr__(self, "gafm", GAFMSettings.from_dict(self.gafm))
 
     @property
     def is_vtgan(self) -> bool:
         """Whether this is VT-GAN or its centralized baseline."""
         return self.variant in (Variant.VTGAN, Variant.CTGAN)
+
+    @property
+    def is_gafm(self) -> bool:
+        """Whether this is split classification (GAFM or one of its baselines)."""
+        return self.variant in (Variant.GAFM, Variant.SPLITNN, Variant.MAXNORM, Variant.MARVELL)
 
     @property
     def has_local_head(self) -> bool:
@@ -214,6 +233,7 @@ class VFLGANConfig:
         out["variant"] = self.variant.value
         out["dp"] = self.dp.to_dict()
         out["vtgan"] = self.vtgan.to_dict()
+        out["gafm"] = self.gafm.to_dict()
         return out
 
     @classmethod
@@ -224,13 +244,16 @@ class VFLGANConfig:
         train = _build(TrainConfig, data.pop("train", {}) or {}, "train")
         dp = DPConfig.from_dict(dict(data.pop("dp", {}) or {}))
         vtgan = VTGANSettings.from_dict(dict(data.pop("vtgan", {}) or {}))
+        gafm = GAFMSettings.from_dict(dict(data.pop("gafm", {}) or {}))
         variant = data.pop("variant", Variant.VFLGAN.value)
         if data:
             raise ValueError(
                 f"unknown VFLGAN config keys {sorted(data)}; valid: "
-                "['dp', 'model', 'train', 'variant', 'vtgan']"
+                "['dp', 'gafm', 'model', 'train', 'variant', 'vtgan']"
             )
-        return cls(variant=parse_variant(variant), model=model, train=train, dp=dp, vtgan=vtgan)
+        return cls(
+            variant=parse_variant(variant), model=model, train=train, dp=dp, vtgan=vtgan, gafm=gafm
+        )
 
 
 def parse_variant(value: str | Variant) -> Variant:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig, parse_variant
 from flwr_vflgan.evaluation import EvaluationConfig
+from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.privacy import DPConfig
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.vtgan.config import VTGANSettings
@@ -175,6 +176,7 @@ def base_node() -> dict[str, Any]:
         "train": plain(TrainConfig()),
         "dp": DPConfig().to_dict(),
         "vtgan": VTGANSettings().to_dict(),
+        "gafm": GAFMSettings().to_dict(),
         "dataset": plain(DatasetConfig()),
         "partition": plain(PartitionConfig()),
         "runtime": plain(RuntimeConfig()),
@@ -289,6 +291,10 @@ class ReproduceConfig:
         run keeps ``partition.n_parties``) and listed under every count with its
         Avg-/Across-client association differences measured on that count's split.
         Paper 000's algorithms ignore it and keep ``partition.n_parties``.
+    gafm_parties
+        Non-label party counts of paper 002's rows (``gafm``, ``marvell``, ``maxnorm``,
+        ``splitnn``): 1 is Table 2's two-party setting, 3 Table C.1's. Each row is one run
+        of ``gafm.repetitions`` seeds starting at the first of ``seeds``.
     vtgan_epochs
         Training epochs of paper 001's rows per dataset (datasets not listed use
         ``train.epochs``: 10 from ``conf/algorithm/vtgan.yaml``). Paper 001 trains 300;
@@ -309,6 +315,7 @@ class ReproduceConfig:
     non_dp: bool = True
     n_parties: tuple[int, ...] = (2,)
     vtgan_epochs: dict[str, int] = field(default_factory=lambda: {"adult": 30})
+    gafm_parties: tuple[int, ...] = (1, 3)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dp_epsilons", tuple(float(e) for e in self.dp_epsilons))
@@ -340,10 +347,32 @@ class ReproduceConfig:
                 "reproduce.n_parties must be distinct client counts >= 2, "
                 f"got {list(self.n_parties)}"
             )
-        vertical = [a for a in self.algorithms if a in (Variant.VTGAN.value, Variant.CTGAN.value)]
+        object.__setattr__(self, "gafm_parties", tuple(self.gafm_parties))
+        if (
+            not self.gafm_parties
+            or any(not _is_count(n) or n < 1 for n in self.gafm_parties)
+            or len(set(self.gafm_parties)) != len(self.gafm_parties)
+        ):
+            raise ValueError(
+                "reproduce.gafm_parties must be distinct non-label party counts >= 1, "
+                f"got {list(self.gafm_parties)}"
+            )
+        vertical = [
+            a
+            for a in self.algorithms
+            if a
+            in (
+                Variant.VTGAN.value,
+                Variant.CTGAN.value,
+                Variant.GAFM.value,
+                Variant.SPLITNN.value,
+                Variant.MAXNORM.value,
+                Variant.MARVELL.value,
+            )
+        ]
         if vertical and not self.non_dp:
             raise ValueError(
-                f"reproduce.algorithms {vertical} have no DP rows (paper 001's rows are trained "
+                f"reproduce.algorithms {vertical} have no DP rows (papers 001 and 002 train "
                 "without DP): set reproduce.non_dp=true or leave them out"
             )
 
@@ -388,7 +417,13 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         train=TrainConfig(**_section(cfg, "train", TrainConfig)),
         dp=DPConfig(**_section(cfg, "dp", DPConfig)),
         vtgan=VTGANSettings(**_section(cfg, "vtgan", VTGANSettings)),
+        gafm=GAFMSettings(**_section(cfg, "gafm", GAFMSettings)),
     )
+    if not algorithm.is_gafm and int(cfg.partition.n_parties) < 2:
+        raise ValueError(
+            f"algorithm={variant.value} splits the columns among parties: partition.n_parties "
+            f"must be >= 2, got {cfg.partition.n_parties}"
+        )
     dataset = DatasetConfig(**_section(cfg, "dataset", DatasetConfig))
     partition = PartitionConfig(**_section(cfg, "partition", PartitionConfig))
     runtime = RuntimeConfig(**_section(cfg, "runtime", RuntimeConfig))

@@ -10,7 +10,9 @@ config does (:func:`~flwr_vflgan.runtime.party_data.split_columns`). Writes
 ``party-<i>.<csv|parquet>`` (a ``row_id`` column, then party ``i``'s columns),
 ``party-<i>.schema.json`` and ``manifest.json`` into ``export.out_dir``, then prints the
 ``flower-supernode`` command of every party and the ``flwr run`` command of the server
-(see ``docs/deployment.md``).
+(see ``docs/deployment.md``). For split classification (``algorithm=gafm`` and its
+baselines) the parties get the feature columns only and the label goes to
+``labels.csv`` for the label party (the server), whose ``flwr run`` command names it.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from pathlib import Path
 from typing import TextIO
 
 import hydra
+import pandas as pd
 from flwr_vflgan.simulations.config import ExportConfig, _section, register_configs, to_run_spec
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.data import write_party_files
+from flwr_vflgan.gafm.data import feature_columns, spec_labels
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec, load_full_table, split_columns
 
@@ -50,9 +54,11 @@ class ExportResult:
     schema_files: list[Path]
     manifest: Path
     columns: list[list[str]]
+    labels_file: Path | None = None
+    """Split classification: the label party's ``labels.csv`` (row ID, label)."""
 
 
-def export_parties(data: DataSpec, export: ExportConfig) -> ExportResult:
+def export_parties(data: DataSpec, export: ExportConfig, label_party: bool = False) -> ExportResult:
     """Write the party files of ``data``'s table under its column split.
 
     Parameters
@@ -61,6 +67,10 @@ def export_parties(data: DataSpec, export: ExportConfig) -> ExportResult:
         The table and its partition, as a simulated run of the same config uses them.
     export
         Where and how to write.
+    label_party
+        Split classification (``algorithm=gafm|splitnn|maxnorm|marvell``): the parties
+        get the feature columns only (:func:`~flwr_vflgan.gafm.data.feature_columns`), and
+        the label goes to ``labels.csv`` (``row_id``, label) for the label party.
 
     Returns
     -------
@@ -90,7 +100,7 @@ def export_parties(data: DataSpec, export: ExportConfig) -> ExportResult:
             "pass export.overwrite=true to replace its contents"
         )
     dataset, ids = load_full_table(data)
-    columns = split_columns(data, dataset.schema)
+    columns = feature_columns(data) if label_party else split_columns(data, dataset.schema)
     data_files = write_party_files(
         dataset,
         columns,
@@ -100,7 +110,16 @@ def export_parties(data: DataSpec, export: ExportConfig) -> ExportResult:
         file_format=export.format,
         overwrite=export.overwrite,
     )
+    labels_path = None
+    if label_party:
+        _, _, label = spec_labels(data)
+        labels_path = out_dir / "labels.csv"
+        frame = pd.DataFrame({ID_COLUMN: ids.to_numpy(), label: dataset.frame[label].to_numpy()})
+        tmp = out_dir / ".labels.csv.tmp"
+        frame.to_csv(tmp, index=False)
+        tmp.replace(labels_path)
     return ExportResult(
+        labels_file=labels_path,
         dataset=dataset.name,
         n_rows=dataset.n_rows,
         out_dir=out_dir,
@@ -154,6 +173,9 @@ def report(
     ):
         lines.append(f"  party {i}: {data_file}  ({len(result.columns[i])} columns + {ID_COLUMN})")
         lines.append(f"           {schema_file}")
+    if result.labels_file is not None:
+        lines.append(f"  labels (the label party's, i.e. the server's, only): {result.labels_file}")
+        overrides = [*overrides, f"gafm.labels_path={result.labels_file}"]
     lines += [
         f"  manifest: {result.manifest}",
         "",
@@ -229,7 +251,7 @@ def main(cfg: DictConfig) -> None:
     try:
         export = _export_config(cfg)
         spec = to_run_spec(cfg, Path.cwd())
-        result = export_parties(spec.data, export)
+        result = export_parties(spec.data, export, label_party=spec.algorithm.is_gafm)
     except (ValueError, TypeError, FileExistsError, FileNotFoundError) as exc:
         print(f"export_parties: error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -92,6 +92,10 @@ def run_experiment(
     torch.set_num_threads(spec.runtime.torch_threads)
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
+    if spec.algorithm.is_gafm:
+        from .gafm_pipeline import run_gafm
+
+        return run_gafm(spec, grid=grid, progress=progress, observer=observer)
     real: Dataset | None = None
     evaluator: Evaluator | None = None
     blocks: list[PartyData] = []
@@ -266,9 +270,7 @@ def train_federated(
     )
 
 
-def _run_simulation(
-    strategy: VFLGANStrategy | VTGANStrategy, spec: RunSpec, shared: int
-) -> VFLGANResult:
+def _run_simulation(strategy: Any, spec: RunSpec, shared: int) -> Any:
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 

@@ -22,6 +22,16 @@ class Reporter:
     def start(self) -> None:
         """Announce the run."""
         s = self.spec
+        if s.algorithm.is_gafm:
+            g = s.algorithm.gafm
+            steps = f", max_steps={g.max_steps}" if g.max_steps else ""
+            self._print(
+                f"flwr-vflgan: {s.algorithm.variant.value} on {s.data.source}, label party + "
+                f"{s.data.n_parties} non-label parties, runtime={s.runtime.kind}, epochs={g.epochs}"
+                f"{steps}, seeds {s.seed}..{s.seed + g.repetitions - 1}\n"
+                f"run directory: {s.run_dir}"
+            )
+            return
         t = s.algorithm.train
         steps = f", max_steps={t.max_steps}" if t.max_steps else ""
         dp = s.algorithm.dp
@@ -37,7 +47,15 @@ class Reporter:
         )
 
     def progress(self, record: dict[str, float]) -> None:
-        """One line per evaluation (VFLGAN family) or per epoch's losses (VT-GAN)."""
+        """One line per evaluation (VFLGAN family, GAFM) or per epoch's losses (VT-GAN)."""
+        if "test_auc" in record:
+            self._print(
+                f"seed {int(record['seed']):3d}  epoch {int(record['epoch']):4d}/{int(record['epochs'])}  "
+                f"test AUC {record['test_auc']:.4f}  leak AUC norm {record['leak_norm']:.3f} "
+                f"cosine {record['leak_cosine']:.3f} mean {record['leak_mean']:.3f} "
+                f"median {record['leak_median']:.3f}  {record['elapsed']:.0f}s"
+            )
+            return
         head = (
             f"epoch {int(record['epoch']):4d}  step {int(record['step']):7d}/"
             f"{int(record['total_steps'])}  "
@@ -52,6 +70,21 @@ class Reporter:
 
     def finish(self, metrics: dict[str, Any]) -> None:
         """The summary after the outputs were written."""
+        if "summary" in metrics:
+            summary = metrics["summary"]
+            auc = summary["test_auc"]
+            leak = summary["leak_auc"]
+            self._print(
+                f"done in {metrics['wall_seconds']:.0f}s: {summary['repetitions']} seeds, "
+                f"{metrics['exchanges']} exchanges\n"
+                f"test AUC     mean {auc['mean']:.4f}  worst {auc['worst']:.4f}  best {auc['best']:.4f}\n"
+                + "\n".join(
+                    f"leak AUC     {a:<7} {leak[a]['mean']:.3f} +- {leak[a]['std']:.3f}"
+                    for a in ("norm", "cosine", "mean", "median")
+                )
+                + f"\nwrote {self.spec.run_dir / 'metrics.json'}, report.md, config.json"
+            )
+            return
         best = metrics["best_epoch"]
         fd = "not evaluated" if metrics["fd"] is None else f"{metrics['fd']:.4f}"
         selected = f"best epoch {best}; " if best is not None else "last generator; "

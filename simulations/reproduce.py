@@ -1,11 +1,13 @@
-"""Regenerate paper 000's Table 1 (AI-training utility) and paper 001's VT-GAN rows over
-several seeds.
+"""Regenerate paper 000's Table 1 (AI-training utility), paper 001's VT-GAN rows and
+paper 002's Table 2 (GAFM and its baselines) over several seeds.
 
     python -m simulations.reproduce                       # Adult + German credit, 3 seeds
     python -m simulations.reproduce reproduce.seeds=[0] reproduce.datasets=[german_credit]
     python -m simulations.reproduce reproduce.jobs=2 evaluation.statistics=true
     python -m simulations.reproduce reproduce.datasets=[adult] reproduce.algorithms=[ctgan,vtgan] \\
         reproduce.n_parties=[2,3] reproduce.seeds=[0] reproduce.out_dir=runs/reproduce-vtgan
+    python -m simulations.reproduce reproduce.datasets=[spambase] \\
+        reproduce.algorithms=[gafm,marvell,maxnorm,splitnn] reproduce.out_dir=runs/reproduce-gafm
 
 For every dataset x algorithm x seed it trains (or reuses a finished run in
 ``<out_dir>/<dataset>/<algorithm>/seed<k>/`` whose configuration matches), evaluates
@@ -36,7 +38,7 @@ from typing import Any
 
 import hydra
 import pandas as pd
-from flwr_vflgan.simulations import reproduce_vtgan
+from flwr_vflgan.simulations import reproduce_gafm, reproduce_vtgan
 from flwr_vflgan.simulations.config import (
     ReproduceConfig,
     RunSpec,
@@ -136,6 +138,10 @@ def run_specs(configs: Mapping[str, DictConfig], rc: ReproduceConfig) -> list[Ru
                     if epsilon is None:
                         specs += reproduce_vtgan.paper001_specs(base, rc, dataset, algorithm)
                     continue
+                if reproduce_gafm.is_paper002(algorithm):
+                    if epsilon is None:
+                        specs += reproduce_gafm.paper002_specs(base, rc, dataset, algorithm)
+                    continue
                 for seed in rc.seeds:
                     override: dict[str, Any] = {
                         "seed": seed,
@@ -198,6 +204,8 @@ def finished_metrics(spec: RunSpec) -> dict[str, Any] | None:
 
 def run_one(spec: RunSpec) -> dict[str, Any]:
     """Train (unless a matching finished run exists) and evaluate one run."""
+    if spec.algorithm.is_gafm:
+        return reproduce_gafm.finished(spec) or run_experiment(spec)
     metrics = finished_metrics(spec)
     if metrics is None:
         return run_experiment(spec)
@@ -346,7 +354,11 @@ def main(cfg: DictConfig) -> None:
         with ProcessPoolExecutor(rc.jobs, mp_context=get_context("spawn")) as pool:
             for spec, metrics in zip(specs, pool.map(run_one, specs), strict=True):
                 results.append((spec, _announce(spec, metrics)))
-    paper000 = [r for r in results if not reproduce_vtgan.is_paper001(r[0].algorithm.variant)]
+    paper000 = [
+        r
+        for r in results
+        if not reproduce_vtgan.is_paper001(r[0].algorithm.variant) and not r[0].algorithm.is_gafm
+    ]
     if paper000:
         table = summarise(paper000)
         text = render_table(table, rc, paper000[0][0].evaluation.cv_folds)
@@ -361,6 +373,10 @@ def main(cfg: DictConfig) -> None:
         table = reproduce_vtgan.summarise(paper001)
         text = reproduce_vtgan.render(table, rc, paper001[0][0].evaluation)
         _write_table(Path(rc.out_dir), "paper001", text, table)
+    paper002 = [r for r in results if r[0].algorithm.is_gafm]
+    if paper002:
+        table = reproduce_gafm.summarise(paper002)
+        _write_table(Path(rc.out_dir), "paper002", reproduce_gafm.render(table), table)
 
 
 def _write_table(out: Path, name: str, text: str, table: dict[str, Any]) -> None:
@@ -374,6 +390,9 @@ def _write_table(out: Path, name: str, text: str, table: dict[str, Any]) -> None
 
 
 def _announce(spec: RunSpec, metrics: dict[str, Any]) -> dict[str, Any]:
+    if spec.algorithm.is_gafm:
+        print(reproduce_gafm.announce(spec, metrics), flush=True)
+        return metrics
     if reproduce_vtgan.is_paper001(spec.algorithm.variant):
         print(reproduce_vtgan.announce(spec, metrics), flush=True)
         return metrics

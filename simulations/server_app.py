@@ -40,6 +40,14 @@ def main(grid: Grid, context: Context) -> None:
     run_dir = context.run_config.get("run-dir") or f"outputs/flwr-run-{context.run_id}"
     spec = to_run_spec(cfg, Path(str(run_dir)).resolve())
     metrics = run_experiment(spec, grid=grid)
+    if "summary" in metrics:
+        log.info(
+            "flwr-vflgan run finished: mean test AUC %.4f over %d seeds; outputs in %s",
+            metrics["summary"]["test_auc"]["mean"],
+            metrics["summary"]["repetitions"],
+            spec.run_dir,
+        )
+        return
     log.info(
         "flwr-vflgan run finished: FD %s, %s steps; outputs in %s",
         metrics["fd"],

@@ -92,8 +92,14 @@ class DataSpec:
     importance_split: ImportanceSplit | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n_parties, int) or self.n_parties < 2:
-            raise ValueError(f"n_parties must be an integer >= 2, got {self.n_parties!r}")
+        # One party is a valid spec for split classification (GAFM: one non-label party
+        # holds every feature); the GANs' column split refuses it (partition_columns).
+        if (
+            isinstance(self.n_parties, bool)
+            or not isinstance(self.n_parties, int)
+            or self.n_parties < 1
+        ):
+            raise ValueError(f"n_parties must be an integer >= 1, got {self.n_parties!r}")
         if self.partition not in _PARTITIONS:
             raise ValueError(f"unknown partition {self.partition!r}; valid: {list(_PARTITIONS)}")
         self._check_importance()

@@ -74,3 +74,22 @@ VT_STATE_FLAT = "vtgan.flat"
 VT_STATE_CHUNK = "vtgan.chunk"
 VT_STATE_ORDER = "vtgan.order"
 VT_STATE_ENCODER = "vtgan.encoder"
+
+# -- GAFM and its baselines (paper 002) ------------------------------------------------------
+# What crosses the wire: label party (server) -> non-label party: configuration, the seed
+# of a repetition, row indices of a batch (or of the rows to predict), the gradient of
+# the party's own cut values for its last batch, step numbers. Non-label party -> label
+# party: row count, ID digest and encoded width (setup); its cut values f_p(X_p) for the
+# requested rows. Never: labels, randomized responses or anything computed from them
+# other than the gradients; raw or encoded feature columns.
+GF_PROTOCOL_VERSION = 1
+GF_SETUP = "query.gafm_setup"
+GF_STEP = "train.gafm_step"
+GF_PREDICT = "evaluate.gafm_predict"
+
+CUT = "cut"
+"""Key of a party's cut values (record FEATURES) and of their gradient (record GRADS)."""
+
+GF_STATE_META = "gafm.meta"
+GF_STATE_FLAT = "gafm.flat"
+GF_STATE_ROWS = "gafm.rows"

@@ -151,8 +151,10 @@ def test_dataset_and_partition_errors_name_the_problem(adult_small: Path) -> Non
         party_block(DataSpec(source=str(adult_small), n_parties=16), 0)
     with pytest.raises(ValueError, match="unknown partition 'columns'"):
         DataSpec(source="adult", partition="columns")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="n_parties must be an integer >= 2"):
-        DataSpec(source="adult", n_parties=1)
+    with pytest.raises(ValueError, match="n_parties must be an integer >= 1"):
+        DataSpec(source="adult", n_parties=0)
+    with pytest.raises(ValueError, match="n_parties must be >= 2 for a vertical split"):
+        party_block(DataSpec(source="adult", n_parties=1), 0)
 
 
 def test_non_finite_values_in_a_party_table_are_rejected(tmp_path: Path) -> None:

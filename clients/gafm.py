@@ -1,0 +1,217 @@
+"""A non-label party of GAFM and its baselines on Flower (paper 002).
+
+The party holds feature columns and its local model ``f_p``; it never sees a label. Three
+message types:
+
+* ``gafm_setup``: load the party's columns, build fresh models seeded by the
+  repetition's seed, report row count, ID digest and encoded width;
+* ``gafm_step``: apply the gradient of the last batch's cut values (recomputing that
+  forward pass with the same parameters and dropout masks), then compute the cut values
+  of the requested rows;
+* ``gafm_predict``: cut values of the requested rows in evaluation mode.
+
+The model, Adam's moments and the rows of the last forward pass live in
+``context.state`` between messages (a deployment runs every message in a new process).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+
+from flwr_vflgan.gafm.config import GAFMSettings
+from flwr_vflgan.gafm.data import party_features
+from flwr_vflgan.gafm.parties import LocalParty
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import (
+    ProtocolError,
+    get_config,
+    get_field,
+    get_indices,
+    get_tensor,
+    tensors_to_record,
+)
+from flwr_vflgan.runtime.flat import FlatState
+from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_file
+
+from .vflgan import _partition_id, guarded
+
+_CACHE_SIZE = 4
+
+
+def _int(cfg: ConfigRecord, key: str) -> int:
+    return int(get_field(cfg, key, int))  # type: ignore[call-overload]
+
+
+class GAFMClient:
+    """Message handlers of a non-label party (register them on a ``ClientApp``)."""
+
+    def __init__(self) -> None:
+        self._data: OrderedDict[str, PartyData] = OrderedDict()
+        self._parties: OrderedDict[tuple, tuple[LocalParty, FlatState]] = OrderedDict()
+
+    def setup(self, msg: Message, context: Context) -> Message:
+        """Load the party's columns and build fresh models for a repetition."""
+        return guarded(msg, context, self._setup)
+
+    def step(self, msg: Message, context: Context) -> Message:
+        """Apply the last batch's gradient, then return the cut values of the next batch."""
+        return guarded(msg, context, self._step)
+
+    def predict(self, msg: Message, context: Context) -> Message:
+        """Cut values of the requested rows (evaluation mode)."""
+        return guarded(msg, context, self._predict)
+
+    # -- handlers --------------------------------------------------------------------------
+    def _setup(self, msg: Message, context: Context) -> RecordDict:
+        cfg = get_config(msg.content, P.CONFIG)
+        version = _int(cfg, "protocol_version")
+        if version != P.GF_PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"server speaks GAFM protocol {version}, this party {P.GF_PROTOCOL_VERSION}"
+            )
+        settings_json = str(get_field(cfg, "settings", str))
+        GAFMSettings.from_dict(json.loads(settings_json))  # validate before storing
+        seed = _int(cfg, "seed")
+        if seed < 0:
+            raise ProtocolError(f"seed must be >= 0, got {seed}")
+        label = str(get_field(cfg, "label", str))
+        partition_id = _partition_id(context)
+        data_key = self._data_key(context, cfg, partition_id)
+        data = self._load(data_key)
+        if label in data.schema.names:
+            raise ValueError(
+                f"party {partition_id}'s table contains the label column {label!r}: a non-label "
+                "party must not hold labels; remove the column from its file"
+            )
+        meta = {
+            "settings": settings_json,
+            "data_key": data_key,
+            "seed": seed,
+            "partition_id": partition_id,
+            "last_step": P.NO_STEP,
+        }
+        key = self._key(context, meta)
+        self._parties.pop(key, None)
+        party, state = self._party(context, meta)
+        _save(context, state, meta, np.zeros(0, dtype=np.int64))
+        return RecordDict(
+            {
+                P.CONFIG: ConfigRecord(
+                    {
+                        "partition_id": partition_id,
+                        "n_rows": data.n_rows,
+                        "id_digest": data.id_digest,
+                        "n_features": int(party.features.shape[1]),
+                    }
+                )
+            }
+        )
+
+    def _step(self, msg: Message, context: Context) -> RecordDict:
+        party, state, meta, last_rows = self._restore(context)
+        cfg = get_config(msg.content, P.CONFIG)
+        step = _int(cfg, "step")
+        apply = bool(get_field(cfg, "apply", bool))
+        forward = bool(get_field(cfg, "forward", bool))
+        cut_dim = party.settings.cut_dim
+        if apply:
+            if meta["last_step"] == P.NO_STEP:
+                raise ProtocolError(
+                    "a gradient arrived, but this party has no pending forward pass"
+                )
+            grad = get_tensor(msg.content, P.GRADS, P.CUT, (len(last_rows), cut_dim))
+            party.apply(last_rows, int(meta["last_step"]), grad)
+            meta["last_step"] = P.NO_STEP
+            last_rows = np.zeros(0, dtype=np.int64)
+        elif meta["last_step"] != P.NO_STEP and forward:
+            raise ProtocolError(
+                f"step {step} asks for a forward pass before the gradient of step {meta['last_step']}"
+            )
+        content = RecordDict()
+        if forward:
+            if step < 0:
+                raise ProtocolError(f"step must be >= 0, got {step}")
+            rows = get_indices(msg.content, P.ROW_INDICES, P.ROW_INDICES, None, party.n_rows)
+            if len(rows) < 1:
+                raise ProtocolError("a training step needs at least one row")
+            content[P.FEATURES] = tensors_to_record({P.CUT: party.forward(rows, step)})
+            meta["last_step"] = step
+            last_rows = rows
+        _save(context, state, meta, last_rows)
+        return content
+
+    def _predict(self, msg: Message, context: Context) -> RecordDict:
+        party, _, _, _ = self._restore(context)
+        rows = get_indices(msg.content, P.ROW_INDICES, P.ROW_INDICES, None, party.n_rows)
+        return RecordDict({P.FEATURES: tensors_to_record({P.CUT: party.predict(rows)})})
+
+    # -- state -------------------------------------------------------------------------------
+    def _data_key(self, context: Context, cfg: ConfigRecord, partition_id: int) -> str:
+        path = context.node_config.get(P.NODE_DATA_PATH)
+        if path:
+            return json.dumps({"file": str(path)})
+        spec_json = str(get_field(cfg, "data_spec", str))
+        if not spec_json:
+            raise ValueError(
+                f"party {partition_id} has no data: set node_config '{P.NODE_DATA_PATH}' to its file"
+            )
+        return json.dumps({"spec": spec_json, "partition_id": partition_id})
+
+    def _load(self, key: str) -> PartyData:
+        if key in self._data:
+            self._data.move_to_end(key)
+            return self._data[key]
+        source = json.loads(key)
+        if "file" in source:
+            data = party_file(source["file"])
+        else:
+            data = party_features(DataSpec.from_json(source["spec"]), int(source["partition_id"]))
+        self._data[key] = data
+        while len(self._data) > _CACHE_SIZE:
+            self._data.popitem(last=False)
+        return data
+
+    @staticmethod
+    def _key(context: Context, meta: dict) -> tuple:
+        return (context.run_id, context.node_id, meta["settings"], meta["data_key"], meta["seed"])
+
+    def _party(self, context: Context, meta: dict) -> tuple[LocalParty, FlatState]:
+        key = self._key(context, meta)
+        if key in self._parties:
+            self._parties.move_to_end(key)
+            return self._parties[key]
+        settings = GAFMSettings.from_dict(json.loads(meta["settings"]))
+        data = self._load(meta["data_key"])
+        party = LocalParty(data.encoded, settings, int(meta["partition_id"]), int(meta["seed"]))
+        state = FlatState([party.model], [party.optimizer])
+        self._parties[key] = (party, state)
+        while len(self._parties) > _CACHE_SIZE:
+            self._parties.popitem(last=False)
+        return party, state
+
+    def _restore(self, context: Context) -> tuple[LocalParty, FlatState, dict, np.ndarray]:
+        if P.GF_STATE_META not in context.state:
+            raise ProtocolError("this party has not been set up for GAFM (no gafm_setup yet)")
+        record = context.state[P.GF_STATE_META]
+        assert isinstance(record, ConfigRecord)
+        meta = json.loads(str(record["json"]))
+        party, state = self._party(context, meta)
+        flat = context.state[P.GF_STATE_FLAT]
+        assert isinstance(flat, ConfigRecord)
+        values = np.frombuffer(flat["float32"], dtype=np.float32)  # type: ignore[arg-type]
+        state.load(values.copy(), meta["opt_steps"])
+        rows_record = context.state[P.GF_STATE_ROWS]
+        assert isinstance(rows_record, ConfigRecord)
+        rows = np.frombuffer(rows_record["int64"], dtype=np.int64).copy()  # type: ignore[arg-type]
+        return party, state, meta, rows
+
+
+def _save(context: Context, state: FlatState, meta: dict, rows: np.ndarray) -> None:
+    meta["opt_steps"] = state.optimizer_steps()
+    context.state[P.GF_STATE_META] = ConfigRecord({"json": json.dumps(meta)})
+    context.state[P.GF_STATE_FLAT] = ConfigRecord({"float32": state.flat.numpy().tobytes()})
+    context.state[P.GF_STATE_ROWS] = ConfigRecord({"int64": rows.astype(np.int64).tobytes()})

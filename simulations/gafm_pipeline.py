@@ -1,0 +1,203 @@
+"""Run split classification (GAFM and its baselines) from a validated RunSpec.
+
+The label party (this process, the ServerApp) takes the labels from its own
+configuration: the label column of the dataset spec in simulation, ``gafm.labels_path``
+in a deployment. Writes ``metrics.json`` (every seed, the summary, the history),
+``report.md`` (Table 2's columns next to the paper's numbers where it has them) and
+``config.json``, each atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from flwr.serverapp import Grid
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.strategies import InProcessGrid
+from flwr_vflgan.strategies.gafm import GAFMResult, GAFMStrategy
+
+from flwr_vflgan.gafm.config import Method
+from flwr_vflgan.gafm.data import labels_file, spec_labels
+from flwr_vflgan.gafm.paper import paper_row
+from flwr_vflgan.gafm.training import ATTACKS
+from flwr_vflgan.runtime import protocol as P
+
+from .config import RunSpec
+
+
+def run_gafm(
+    spec: RunSpec,
+    *,
+    grid: Grid | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    observer: Callable | None = None,
+) -> dict[str, Any]:
+    """Train every repetition over the chosen runtime; returns what ``metrics.json`` holds."""
+    from .pipeline import _run_simulation, json_default, shared_seed_for, write_atomically
+
+    settings = spec.algorithm.gafm
+    deployed = spec.runtime.kind == "deployment"
+    if settings.labels_path:
+        labels, ids, label = labels_file(settings.labels_path)
+    elif deployed:
+        raise ValueError(
+            "runtime=deployment: the label party reads its labels from gafm.labels_path (a CSV "
+            "of row ID and label); the parties' files must not contain the label"
+        )
+    else:
+        labels, ids, label = spec_labels(spec.data)
+    strategy = GAFMStrategy(
+        Method(spec.algorithm.variant.value),
+        settings,
+        n_parties=spec.data.n_parties,
+        seed=spec.seed,
+        labels=labels,
+        label_ids=ids,
+        label=label,
+        data_spec=None if deployed else spec.data,
+        poll_interval=spec.runtime.poll_interval,
+        timeout=spec.runtime.timeout,
+        node_wait_timeout=spec.runtime.node_wait_timeout,
+        progress=progress,
+    )
+    if grid is not None:
+        result = strategy.start(grid)
+    elif spec.runtime.kind == "inprocess":
+        nodes = [
+            {
+                P.NODE_PARTITION_ID: i,
+                "num-partitions": spec.data.n_parties,
+                P.NODE_SHARED_SEED: shared_seed_for(spec.seed),
+            }
+            for i in range(spec.data.n_parties)
+        ]
+        result = strategy.start(InProcessGrid(make_client_app(), nodes, observer=observer))
+    elif spec.runtime.kind == "simulation":
+        result = _run_simulation(strategy, spec, shared_seed_for(spec.seed))
+    else:
+        raise ValueError(
+            "runtime=deployment runs on a SuperLink with SuperNodes: launch it with `flwr run` "
+            "(see docs/deployment.md)"
+        )
+    metrics = {
+        "algorithm": spec.algorithm.variant.value,
+        "dataset": spec.data.source,
+        "runtime": spec.runtime.kind,
+        "n_parties": spec.data.n_parties,
+        "cut": settings.combine(spec.data.n_parties),
+        "seed": spec.seed,
+        "label": label,
+        "positive_label": result.extra["positive_label"],
+        "positive_rate": result.positive_rate,
+        "rows": result.n_rows,
+        "exchanges": result.exchanges,
+        "wall_seconds": result.wall_seconds,
+        "summary": result.summary,
+        "paper": paper_row(spec.data.source, result.method, spec.data.n_parties),
+        "repetitions": [r.to_dict() for r in result.repetitions],
+    }
+    config = {
+        "algorithm": spec.algorithm.to_dict(),
+        "data": json.loads(spec.data.to_json()),
+        "runtime": asdict(spec.runtime),
+        "seed": spec.seed,
+    }
+    run_dir = spec.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(run_dir / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
+    write_atomically(run_dir / "report.md", lambda p: p.write_text(report(spec, result, metrics)))
+    write_atomically(
+        run_dir / "metrics.json",
+        lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
+    )
+    return metrics
+
+
+def _pm(stat: dict[str, float]) -> str:
+    return f"{stat['mean']:.3f} ± {stat['std']:.3f}"
+
+
+def report(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> str:
+    """``report.md``: the run, Table 2's columns, the paper's row and every seed."""
+    s = result.summary
+    settings = spec.algorithm.gafm
+    lines = [
+        f"# {result.method} on {spec.data.source}",
+        "",
+        "| run | |",
+        "|---|---|",
+        f"| algorithm | {result.method} |",
+        f"| dataset | {spec.data.source} ({result.n_rows} rows, positive rate {result.positive_rate:.3f}, label {metrics['label']!r} = {metrics['positive_label']!r}) |",
+        f"| parties | label party + {spec.data.n_parties} non-label part{'y' if spec.data.n_parties == 1 else 'ies'}, F = {metrics['cut']} |",
+        f"| runtime | {spec.runtime.kind}, {result.exchanges} exchanges, {result.wall_seconds:.0f} s |",
+        f"| schedule | {settings.epochs} epochs, batch {settings.batch_size}, test fraction {settings.test_fraction} |",
+    ]
+    if result.method == "gafm":
+        lines.append(
+            f"| GAFM | gamma {settings.gamma}, Delta {settings.delta}, sigma {settings.sigma}, clip {settings.clip}"
+            + (", + Marvell (G-M)" if settings.marvell else "")
+            + " |"
+        )
+    if result.method == "marvell" or (result.method == "gafm" and settings.marvell):
+        lines.append(
+            f"| Marvell | power scale {settings.marvell_scale}, covariance model {settings.marvell_uv} |"
+        )
+    auc = s["test_auc"]
+    leak = s["leak_auc"]
+    lines += [
+        "",
+        f"## Utility and privacy over {s['repetitions']} seeds (seeds {s['seeds'][0]}..{s['seeds'][-1]})",
+        "",
+        "Test AUC of the label party's prediction; leak AUC (eq. 10, flipped) of each attack on the "
+        "gradients the non-label parties received in the last epoch, the largest over the parties.",
+        "",
+        "| | Avg. AUC | Worst AUC | Best AUC | Norm | Cosine | Mean | Median |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| this run | {auc['mean']:.3f} | {auc['worst']:.3f} | {auc['best']:.3f} | "
+        + " | ".join(_pm(leak[a]) for a in ATTACKS)
+        + " |",
+    ]
+    paper = metrics.get("paper")
+    if paper:
+        worst = f"{paper['worst']:.2f}" if "worst" in paper else "-"
+        best = f"{paper['best']:.2f}" if "best" in paper else "-"
+        table = "Table 2" if spec.data.n_parties == 1 else "Table C.1"
+        lines.append(
+            f"| paper 002, {table} | {paper['auc']:.2f} | {worst} | {best} | "
+            + " | ".join(
+                f"{paper[a][0]:.2f} ± {paper[a][1]:.2f}" if a in paper else "-" for a in ATTACKS
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        f"Train AUC {s['train_auc']['mean']:.3f} ± {s['train_auc']['std']:.3f}.",
+        "",
+        "## Per seed",
+        "",
+        "| seed | train AUC | test AUC | Norm | Cosine | Mean | Median | steps | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result.repetitions:
+        lines.append(
+            f"| {r.seed} | {r.train_auc:.4f} | {r.test_auc:.4f} | "
+            + " | ".join(f"{r.leak_auc[a]:.3f}" for a in ATTACKS)
+            + f" | {r.steps} | {r.seconds:.1f} |"
+        )
+    if spec.data.n_parties > 1:
+        lines += [
+            "",
+            "## Leak AUC per party (each seed)",
+            "",
+            "| seed | party | Norm | Cosine | Mean | Median |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in result.repetitions:
+            for p, party in enumerate(r.leak_auc_per_party):
+                lines.append(
+                    f"| {r.seed} | {p} | " + " | ".join(f"{party[a]:.3f}" for a in ATTACKS) + " |"
+                )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,274 @@
+"""The label party of GAFM and its baselines (paper 002) as a Flower strategy.
+
+``GAFMStrategy.start(grid)`` runs ``gafm.repetitions`` seeds of split classification
+over any Flower ``Grid``: per seed a setup exchange (fresh models at every party, row
+alignment checked against the label party's IDs), then one exchange per training step
+(the message carrying the gradient of step ``t`` asks for the cut values of step
+``t + 1``), prediction exchanges for the AUCs, and the label-stealing attacks on exactly
+the gradients sent. The labels are the strategy's own (from the server's configuration);
+no message to a party carries them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.serverapp import Grid
+
+from flwr_vflgan.data.alignment import check_aligned, id_digest
+from flwr_vflgan.gafm.config import GAFMSettings, Method
+from flwr_vflgan.gafm.training import RepetitionResult, summarize, train_repetition
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import (
+    ProtocolError,
+    get_config,
+    get_field,
+    get_tensor,
+    indices_to_record,
+    tensors_to_record,
+)
+from flwr_vflgan.runtime.party_data import DataSpec
+
+from .exchange import RunStopped, check_strategy_args, exchange, wait_for_nodes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GAFMResult:
+    """What a GAFM-family run produced."""
+
+    method: str
+    repetitions: list[RepetitionResult]
+    summary: dict[str, Any]
+    exchanges: int
+    wall_seconds: float
+    n_rows: int
+    positive_rate: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _FlowerLink:
+    """:class:`~flwr_vflgan.gafm.training.PartyLink` over a Flower grid."""
+
+    def __init__(self, strategy: GAFMStrategy, grid: Grid, nodes: Sequence[int]) -> None:
+        self.strategy = strategy
+        self.grid = grid
+        self.nodes = list(nodes)
+        self.n_parties = len(self.nodes)
+        self.order: list[int] = []
+        self.pending_rows = 0
+
+    def _exchange(self, messages: list[Message], describe: str) -> dict[int, Message]:
+        self.strategy.exchanges += 1
+        return exchange(
+            self.grid,
+            messages,
+            poll_interval=self.strategy.poll_interval,
+            timeout=self.strategy.timeout,
+            describe=describe,
+        )
+
+    def start(self, seed: int) -> int:
+        s = self.strategy
+        values: dict[str, int | str] = {
+            "protocol_version": P.GF_PROTOCOL_VERSION,
+            "settings": json.dumps(s.settings.to_dict(), sort_keys=True),
+            "data_spec": s.data_spec.to_json() if s.data_spec else "",
+            "label": s.label,
+            "seed": seed,
+        }
+        messages = [
+            Message(RecordDict({P.CONFIG: ConfigRecord(dict(values))}), node, P.GF_SETUP)
+            for node in self.nodes
+        ]
+        replies = self._exchange(messages, f"setup of seed {seed}")
+        by_partition: dict[int, int] = {}
+        rows: dict[int, int] = {}
+        digests: dict[int, str] = {}
+        for node, reply in replies.items():
+            try:
+                cfg = get_config(reply.content, P.CONFIG)
+                pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
+                rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
+                digests[pid] = str(get_field(cfg, "id_digest", str))
+            except ProtocolError as exc:
+                raise RunStopped(f"node {node} sent a malformed setup reply: {exc}") from exc
+            if pid in by_partition:
+                raise RunStopped(
+                    f"nodes {by_partition[pid]} and {node} both claim partition-id {pid}"
+                )
+            by_partition[pid] = node
+        expected = set(range(self.n_parties))
+        if set(by_partition) != expected:
+            raise RunStopped(
+                f"partition ids must be {sorted(expected)}, the nodes reported {sorted(by_partition)}"
+            )
+        # The label party's IDs are checked like one more party's (index -1 sorts first).
+        try:
+            check_aligned({-1: s.label_digest, **digests}, {-1: len(s.labels), **rows})
+        except ValueError as exc:
+            raise RunStopped(f"the parties' rows do not line up with the labels: {exc}") from exc
+        self.order = [by_partition[p] for p in sorted(by_partition)]
+        return rows[0]
+
+    def step(
+        self, step: int, grads: list[torch.Tensor] | None, rows: np.ndarray | None
+    ) -> list[torch.Tensor] | None:
+        messages = []
+        for p, node in enumerate(self.order):
+            content = RecordDict(
+                {
+                    P.CONFIG: ConfigRecord(
+                        {"step": step, "apply": grads is not None, "forward": rows is not None}
+                    )
+                }
+            )
+            if grads is not None:
+                content[P.GRADS] = tensors_to_record({P.CUT: grads[p]})
+            if rows is not None:
+                content[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: rows})
+            messages.append(Message(content, node, P.GF_STEP))
+        replies = self._exchange(messages, f"step {step}")
+        if rows is None:
+            return None
+        return self._cuts(replies, len(rows), f"step {step}")
+
+    def predict(self, rows: np.ndarray) -> list[torch.Tensor]:
+        messages = [
+            Message(
+                RecordDict({P.ROW_INDICES: indices_to_record({P.ROW_INDICES: rows})}),
+                node,
+                P.GF_PREDICT,
+            )
+            for node in self.order
+        ]
+        return self._cuts(self._exchange(messages, "prediction"), len(rows), "prediction")
+
+    def _cuts(self, replies: dict[int, Message], n: int, describe: str) -> list[torch.Tensor]:
+        out = []
+        for p, node in enumerate(self.order):
+            try:
+                out.append(
+                    get_tensor(
+                        replies[node].content,
+                        P.FEATURES,
+                        P.CUT,
+                        (n, self.strategy.settings.cut_dim),
+                    )
+                )
+            except ProtocolError as exc:
+                raise RunStopped(
+                    f"{describe}: party {p} (node {node}) sent bad cut values: {exc}"
+                ) from exc
+        return out
+
+
+class GAFMStrategy:
+    """Drive GAFM, vanilla split learning, Max Norm or Marvell over a Flower grid.
+
+    Parameters
+    ----------
+    method
+        ``gafm``, ``splitnn``, ``maxnorm`` or ``marvell``.
+    settings
+        The models' architecture and hyperparameters, the schedule and the repetitions.
+    n_parties
+        Number of non-label parties (SuperNodes).
+    seed
+        Seed of the first repetition (repetition ``r`` uses ``seed + r``).
+    labels
+        The label column as the label party holds it (any two values; see
+        ``settings.positive_label``), in the row order of ``label_ids``.
+    label_ids
+        Row IDs of the labels, checked against every party's ID digest.
+    label
+        The label column's name; a party whose table contains it refuses to run.
+    data_spec
+        In simulation, the spec each party takes its feature block from; ``None`` in a
+        deployment, where every party reads its own file.
+    """
+
+    def __init__(
+        self,
+        method: Method | str,
+        settings: GAFMSettings,
+        *,
+        n_parties: int,
+        seed: int,
+        labels: pd.Series | np.ndarray,
+        label_ids: pd.Series,
+        label: str,
+        data_spec: DataSpec | None = None,
+        poll_interval: float = 0.001,
+        timeout: float = 600.0,
+        node_wait_timeout: float = 120.0,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        from flwr_vflgan.gafm.training import binary_labels
+
+        check_strategy_args(
+            n_parties,
+            data_spec.n_parties if data_spec is not None else None,
+            None,
+            poll_interval,
+            timeout,
+            node_wait_timeout,
+            seed,
+            min_parties=1,
+        )
+        self.method = Method(method)
+        self.settings = settings
+        self.n_parties = n_parties
+        self.seed = seed
+        self.labels, self.positive = binary_labels(np.asarray(labels), settings.positive_label)
+        if len(label_ids) != len(self.labels):
+            raise ValueError(f"{len(label_ids)} label IDs for {len(self.labels)} labels")
+        self.label_digest = id_digest(pd.Series(label_ids).reset_index(drop=True))
+        self.label = label
+        self.data_spec = data_spec
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self.node_wait_timeout = node_wait_timeout
+        self.progress = progress
+        self.exchanges = 0
+
+    def start(self, grid: Grid) -> GAFMResult:
+        """Run every repetition and summarise them."""
+        started = time.monotonic()
+        nodes = wait_for_nodes(grid, self.n_parties, self.node_wait_timeout)
+        link = _FlowerLink(self, grid, nodes)
+        results = []
+        for r in range(self.settings.repetitions):
+            result = train_repetition(
+                self.method, self.settings, self.labels, link, self.seed + r, self.progress
+            )
+            log.info(
+                "%s seed %d: test AUC %.4f, leak AUC norm %.3f mean %.3f median %.3f",
+                self.method.value,
+                result.seed,
+                result.test_auc,
+                result.leak_auc["norm"],
+                result.leak_auc["mean"],
+                result.leak_auc["median"],
+            )
+            results.append(result)
+        return GAFMResult(
+            method=self.method.value,
+            repetitions=results,
+            summary=summarize(results),
+            exchanges=self.exchanges,
+            wall_seconds=time.monotonic() - started,
+            n_rows=len(self.labels),
+            positive_rate=float(self.labels.mean()),
+            extra={"positive_label": self.positive},
+        )
