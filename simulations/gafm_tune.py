@@ -76,8 +76,9 @@ def main(cfg: DictConfig) -> None:
     if tune["gamma"]:
         balance = balance_gamma(features, labels, settings, seed=spec.seed)
         print(
-            f"gamma: average GAN gradient {balance.gan_gradient:.4g}, CE gradient "
-            f"{balance.ce_gradient:.4g} at gamma = 1; balancing gamma {balance.suggested_gamma:.3g}"
+            f"gamma: average normalised GAN gradient {balance.gan_gradient:.4g}, CE gradient "
+            f"{balance.ce_gradient:.4g} at gamma = 1 (raw: {balance.gan_gradient_raw:.3g}, "
+            f"{balance.ce_gradient_raw:.3g}); balancing gamma {balance.suggested_gamma:.3g}"
         )
         out["gamma"] = asdict(balance)
     path = spec.run_dir / "tuning.json"

@@ -5,10 +5,16 @@
   ``Delta``, five times, and pick the ``Delta`` with the smallest average
   ``leak AUC / train AUC`` ratio over the norm, mean and median attacks.
 * :func:`balance_gamma` (Appendix D.2): train GAFM with ``gamma = 1`` and compare the
-  average per-example GAN and CE gradients at the cut layer (Table D.3); the suggested
-  ``gamma`` is ``|mean CE gradient| / |mean GAN gradient|``, which makes the two
-  comparable in magnitude (the paper's ISIC CE gradient was over 10 times the GAN's,
-  and it chose ``gamma = 20``).
+  average GAN and CE gradients at the cut layer (Table D.3); the suggested ``gamma`` is
+  ``|mean CE gradient| / |mean GAN gradient|``, which makes the two comparable in
+  magnitude (the paper's ISIC CE gradient was over 10 times the GAN's, and it chose
+  ``gamma = 20``). The paper does not say which gradients it averages; we average the
+  two normalised terms that ``gamma`` weighs (Algorithm A.1, step 3), each over its
+  batch, over the last epoch. Both have unit norm, so their means differ only in how
+  consistently their entries point one way: the part that survives summation over a
+  class. The raw (unnormalised) averages are reported too; with the discriminator's
+  weights clipped to 0.1 the raw GAN gradient is orders of magnitude below the CE one,
+  which is why the normalisation exists (Section 3.3).
 
 Both run the parties in this process (:class:`~flwr_vflgan.gafm.training.PlainLink`):
 they are the experimenter's tools for choosing settings before a federated run.
@@ -105,6 +111,8 @@ class GammaBalance:
     gan_gradient: float
     ce_gradient: float
     suggested_gamma: float
+    gan_gradient_raw: float
+    ce_gradient_raw: float
 
 
 def balance_gamma(
@@ -116,9 +124,9 @@ def balance_gamma(
 ) -> GammaBalance:
     """Train GAFM once with ``gamma = 1`` and compare the average gradients of its last epoch.
 
-    The averages are of the per-example gradients of the GAN loss ``-D(G(f(X)))`` and of
-    the CE loss with respect to ``f(X)``, summed over the cut's columns, before
-    normalisation (the quantities of Table D.3).
+    The averages are of the normalised GAN and CE gradients with respect to ``f(X)``
+    (summed over the cut's columns), the terms ``gamma`` weighs; ``*_raw`` are the
+    per-example gradients before normalisation.
     """
     trial = replace(settings, gamma=1.0, repetitions=1, eval_every=0)
     link = PlainLink(list(features), trial)
@@ -127,4 +135,10 @@ def balance_gamma(
     gan, ce = float(last["gan_grad_mean"]), float(last["ce_grad_mean"])
     if gan == 0:
         raise ValueError("the GAN gradient averaged exactly 0; gamma cannot be balanced against it")
-    return GammaBalance(gan_gradient=gan, ce_gradient=ce, suggested_gamma=abs(ce) / abs(gan))
+    return GammaBalance(
+        gan_gradient=gan,
+        ce_gradient=ce,
+        suggested_gamma=abs(ce) / abs(gan),
+        gan_gradient_raw=float(last["gan_grad_mean_raw"]),
+        ce_gradient_raw=float(last["ce_grad_mean_raw"]),
+    )

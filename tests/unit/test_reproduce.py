@@ -101,8 +101,12 @@ def test_only_a_finished_run_of_the_same_configuration_is_reused(tmp_path: Path)
 def test_dataset_names_and_bad_grids() -> None:
     assert dataset_name("adult") == "adult"
     assert dataset_name("/data/loans.csv.gz") == "loans"
-    with pytest.raises(ValueError, match=r"unknown reproduce.algorithms \[.gafm.\]"):
-        ReproduceConfig(algorithms=("gafm",))
+    with pytest.raises(ValueError, match=r"unknown reproduce.algorithms \[.gafx.\]"):
+        ReproduceConfig(algorithms=("gafx",))
+    with pytest.raises(ValueError, match=r"reproduce\.gafm_parties must be distinct"):
+        ReproduceConfig(gafm_parties=(1, 1))
+    with pytest.raises(ValueError, match="papers 001 and 002 train without DP"):
+        ReproduceConfig(algorithms=("gafm",), non_dp=False, dp_epsilons=(10.0,))
     with pytest.raises(ValueError, match=r"reproduce\.seeds must not be empty"):
         ReproduceConfig(seeds=())
     with pytest.raises(ValueError, match=r"reproduce\.jobs must be >= 1, got 0"):
