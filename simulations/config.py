@@ -419,6 +419,11 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         vtgan=VTGANSettings(**_section(cfg, "vtgan", VTGANSettings)),
         gafm=GAFMSettings(**_section(cfg, "gafm", GAFMSettings)),
     )
+    if algorithm.is_gafm and algorithm.dp.enabled:
+        raise ValueError(
+            f"algorithm={variant.value} has no differential privacy (paper 002 measures label "
+            "leakage with leak AUC instead): remove the dp override"
+        )
     if not algorithm.is_gafm and int(cfg.partition.n_parties) < 2:
         raise ValueError(
             f"algorithm={variant.value} splits the columns among parties: partition.n_parties "

@@ -115,8 +115,8 @@ def binary_labels(
 ) -> tuple[np.ndarray, str]:
     """0/1 labels from a label column, and the value taken as positive.
 
-    The positive class is ``positive`` when given, ``1`` when the values are 0/1, and
-    otherwise the rarer of the two values. More or fewer than two values is an error:
+    The positive class is ``positive`` when given, ``1`` (or ``1.0``, ``True``) when the
+    values are 0/1, and otherwise the rarer of the two values. More or fewer than two values is an error:
     GAFM and its baselines are binary classifiers.
     """
     text = np.asarray([str(v) for v in values])
@@ -126,8 +126,9 @@ def binary_labels(
             f"binary classification needs exactly two label values, got {classes[:10]}"
         )
     if positive is None:
-        if classes == ["0", "1"]:
-            positive = "1"
+        ones = [c for c in classes if c in ("1", "1.0", "True")]
+        if len(ones) == 1 and {c for c in classes if c != ones[0]} <= {"0", "0.0", "False"}:
+            positive = ones[0]
         else:
             counts = {c: int((text == c).sum()) for c in classes}
             positive = min(classes, key=lambda c: (counts[c], c))

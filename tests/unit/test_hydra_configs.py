@@ -161,3 +161,39 @@ def test_partition_seed_defaults() -> None:
     assert spec.data.partition_seed == 4 and spec.data.importance_split is None
     spec = to_run_spec(_compose("config", ["partition=importance", "partition.seed=3"]), "out")
     assert spec.data.partition_seed == 3
+
+
+@pytest.mark.parametrize("algorithm", ["gafm", "splitnn", "maxnorm", "marvell"])
+def test_split_classifier_groups_compose_as_the_docs_write_them(algorithm: str) -> None:
+    """docs/gafm.md: `algorithm=<name> dataset=spambase` is the two-party setting."""
+    spec = to_run_spec(_compose("config", [f"algorithm={algorithm}", "dataset=spambase"]), "out")
+    assert spec.algorithm.is_gafm and spec.algorithm.variant.value == algorithm
+    assert spec.data.n_parties == 1 and spec.data.source == "spambase"
+    g = spec.algorithm.gafm
+    assert (g.sigma, g.delta, g.gamma, g.clip, g.batch_size, g.epochs) == (
+        0.01,
+        0.05,
+        1.0,
+        0.1,
+        1028,
+        300,
+    )
+    three = to_run_spec(
+        _compose(
+            "config", [f"algorithm={algorithm}", "partition.n_parties=3", "gafm.marvell=true"]
+        ),
+        "out",
+    )
+    assert three.data.n_parties == 3 and three.algorithm.gafm.combine(3) == "average"
+    assert three.algorithm.gafm.marvell
+
+
+def test_split_classifier_config_errors_name_the_problem() -> None:
+    with pytest.raises(ValueError, match="has no differential privacy"):
+        to_run_spec(_compose("config", ["algorithm=gafm", "dp=dpsgd"]), "out")
+    with pytest.raises(ValueError, match=r"gafm\.delta"):
+        to_run_spec(_compose("config", ["algorithm=gafm", "gafm.delta=0.9"]), "out")
+    with pytest.raises(ValueError, match=r"partition\.n_parties must be >= 2"):
+        to_run_spec(_compose("config", ["algorithm=vflgan", "partition.n_parties=1"]), "out")
+    tune = _compose("gafm_tune", [])
+    assert list(tune.tune.deltas) == [0.05, 0.1, 0.2, 0.3, 0.5] and tune.tune.fraction == 0.1

@@ -116,3 +116,18 @@ def test_settings_validate_and_round_trip() -> None:
         GAFMSettings(cut="identity").combine(2)
     with pytest.raises(ValueError, match="unknown gafm config keys"):
         GAFMSettings.from_dict({"gama": 1})
+
+
+def test_binary_labels_find_the_positive_class() -> None:
+    from flwr_vflgan.gafm.training import binary_labels
+
+    y, pos = binary_labels(np.array([0.0, 1.0, 1.0]))
+    assert pos == "1.0" and y.tolist() == [0, 1, 1]
+    y, pos = binary_labels(np.array([">50K", "<=50K", "<=50K"]))
+    assert pos == ">50K" and y.tolist() == [1, 0, 0]  # the rarer value
+    y, pos = binary_labels(np.array(["a", "b"]), positive="a")
+    assert y.tolist() == [1, 0]
+    with pytest.raises(ValueError, match="exactly two label values"):
+        binary_labels(np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="positive label 'c'"):
+        binary_labels(np.array(["a", "b"]), positive="c")
