@@ -53,7 +53,8 @@ class Reporter:
                 f"seed {int(record['seed']):3d}  epoch {int(record['epoch']):4d}/{int(record['epochs'])}  "
                 f"test AUC {record['test_auc']:.4f}  leak AUC norm {record['leak_norm']:.3f} "
                 f"cosine {record['leak_cosine']:.3f} mean {record['leak_mean']:.3f} "
-                f"median {record['leak_median']:.3f}  {record['elapsed']:.0f}s"
+                f"median {record['leak_median']:.3f} split {record['leak_median_split']:.3f}  "
+                f"{record['elapsed']:.0f}s"
             )
             return
         head = (
@@ -79,8 +80,8 @@ class Reporter:
                 f"{metrics['exchanges']} exchanges\n"
                 f"test AUC     mean {auc['mean']:.4f}  worst {auc['worst']:.4f}  best {auc['best']:.4f}\n"
                 + "\n".join(
-                    f"leak AUC     {a:<7} {leak[a]['mean']:.3f} +- {leak[a]['std']:.3f}"
-                    for a in ("norm", "cosine", "mean", "median")
+                    f"leak AUC     {a:<12} {leak[a]['mean']:.3f} +- {leak[a]['std']:.3f}"
+                    for a in ("norm", "cosine", "mean", "median", "median_split")
                 )
                 + f"\nwrote {self.spec.run_dir / 'metrics.json'}, report.md, config.json"
             )

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
+from flwr_vflgan.simulations.gafm_pipeline import HEADER, NOTE
 from flwr_vflgan.simulations.seed_summary import dataset_name
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import Variant
 from flwr_vflgan.gafm.attacks import ATTACKS
-from flwr_vflgan.gafm.paper import paper_row
+from flwr_vflgan.gafm.paper import paper_cells, paper_row
 
 PAPER002_ALGORITHMS = (
     Variant.GAFM.value,
@@ -79,6 +80,8 @@ def finished(spec: RunSpec) -> dict[str, Any] | None:
     ):
         return None
     metrics: dict[str, Any] = json.loads(metrics_path.read_text())
+    if set(metrics.get("summary", {}).get("leak_auc", {})) != set(ATTACKS):
+        return None  # written before an attack was added: train again
     return metrics
 
 
@@ -123,7 +126,9 @@ def render(table: dict[str, Any]) -> str:
         "Test AUC over the seeds (mean, worst, best) and leak AUC (eq. 10, flipped; mean ± std over "
         "the seeds) of the norm, cosine, mean and median attacks on the gradients the non-label "
         "parties received in the last epoch. Paper rows: Table 2 (one non-label party) and Table C.1 "
-        "(three; it gives the AUC as mean ± std, and no cosine attack).",
+        "(three; it gives the AUC as mean ± std).",
+        "",
+        NOTE,
     ]
     for dataset, by_count in table.items():
         for count, methods in sorted(by_count.items(), key=lambda kv: int(kv[0])):
@@ -137,8 +142,8 @@ def render(table: dict[str, Any]) -> str:
                 "",
                 f"## {dataset}, {setting}",
                 "",
-                "| method | | Avg. AUC | Worst AUC | Best AUC | Norm | Cosine | Mean | Median |",
-                "|---|---|---|---|---|---|---|---|---|",
+                f"| method | | Avg. AUC | Worst AUC | Best AUC | {HEADER} |",
+                "|---|---|---|---|---|" + "---|" * len(ATTACKS),
             ]
             for method in PAPER002_ALGORITHMS:
                 if method not in methods:
@@ -157,10 +162,7 @@ def render(table: dict[str, Any]) -> str:
                     )
                     lines.append(
                         f"| | paper | {avg} | {paper.get('worst', '-')} | {paper.get('best', '-')} | "
-                        + " | ".join(
-                            f"{paper[a][0]:.2f} ± {paper[a][1]:.2f}" if a in paper else "-"
-                            for a in ATTACKS
-                        )
+                        + " | ".join(paper_cells(paper, ATTACKS))
                         + " |"
                     )
     return "\n".join(lines) + "\n"

@@ -253,13 +253,14 @@ class GAFMStrategy:
                 self.method, self.settings, self.labels, link, self.seed + r, self.progress
             )
             log.info(
-                "%s seed %d: test AUC %.4f, leak AUC norm %.3f mean %.3f median %.3f",
+                "%s seed %d: test AUC %.4f, leak AUC norm %.3f mean %.3f median %.3f split %.3f",
                 self.method.value,
                 result.seed,
                 result.test_auc,
                 result.leak_auc["norm"],
                 result.leak_auc["mean"],
                 result.leak_auc["median"],
+                result.leak_auc["median_split"],
             )
             results.append(result)
         return GAFMResult(
