@@ -66,7 +66,6 @@ class _FlowerLink:
         self.nodes = list(nodes)
         self.n_parties = len(self.nodes)
         self.order: list[int] = []
-        self.pending_rows = 0
 
     def _exchange(self, messages: list[Message], describe: str) -> dict[int, Message]:
         self.strategy.exchanges += 1
