@@ -27,7 +27,8 @@ class Reporter:
             steps = f", max_steps={g.max_steps}" if g.max_steps else ""
             self._print(
                 f"flwr-vflgan: {s.algorithm.variant.value} on {s.data.source}, label party + "
-                f"{s.data.n_parties} non-label parties, runtime={s.runtime.kind}, epochs={g.epochs}"
+                f"{s.data.n_parties} non-label part{'y' if s.data.n_parties == 1 else 'ies'}, "
+                f"runtime={s.runtime.kind}, epochs={g.epochs}"
                 f"{steps}, seeds {s.seed}..{s.seed + g.repetitions - 1}\n"
                 f"run directory: {s.run_dir}"
             )
