@@ -35,9 +35,9 @@ from flwr_vflgan.runtime.codec import (
     tensors_to_record,
 )
 from flwr_vflgan.runtime.flat import FlatState
-from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_file
+from flwr_vflgan.runtime.party_data import PartyData
 
-from .vflgan import _partition_id, guarded
+from .vflgan import _partition_id, data_key, guarded, load_cached
 
 _CACHE_SIZE = 4
 
@@ -80,8 +80,8 @@ class GAFMClient:
             raise ProtocolError(f"seed must be >= 0, got {seed}")
         label = str(get_field(cfg, "label", str))
         partition_id = _partition_id(context)
-        data_key = self._data_key(context, cfg, partition_id)
-        data = self._load(data_key)
+        source = data_key(context, cfg, partition_id)
+        data = self._load(source)
         if label in data.schema.names:
             raise ValueError(
                 f"party {partition_id}'s table contains the label column {label!r}: a non-label "
@@ -89,7 +89,7 @@ class GAFMClient:
             )
         meta = {
             "settings": settings_json,
-            "data_key": data_key,
+            "data_key": source,
             "seed": seed,
             "partition_id": partition_id,
             "last_step": P.NO_STEP,
@@ -150,30 +150,8 @@ class GAFMClient:
         return RecordDict({P.FEATURES: tensors_to_record({P.CUT: party.predict(rows)})})
 
     # -- state -------------------------------------------------------------------------------
-    def _data_key(self, context: Context, cfg: ConfigRecord, partition_id: int) -> str:
-        path = context.node_config.get(P.NODE_DATA_PATH)
-        if path:
-            return json.dumps({"file": str(path)})
-        spec_json = str(get_field(cfg, "data_spec", str))
-        if not spec_json:
-            raise ValueError(
-                f"party {partition_id} has no data: set node_config '{P.NODE_DATA_PATH}' to its file"
-            )
-        return json.dumps({"spec": spec_json, "partition_id": partition_id})
-
     def _load(self, key: str) -> PartyData:
-        if key in self._data:
-            self._data.move_to_end(key)
-            return self._data[key]
-        source = json.loads(key)
-        if "file" in source:
-            data = party_file(source["file"])
-        else:
-            data = party_features(DataSpec.from_json(source["spec"]), int(source["partition_id"]))
-        self._data[key] = data
-        while len(self._data) > _CACHE_SIZE:
-            self._data.popitem(last=False)
-        return data
+        return load_cached(self._data, key, party_features, _CACHE_SIZE)
 
     @staticmethod
     def _key(context: Context, meta: dict) -> tuple:

@@ -135,32 +135,11 @@ class VFLGANClient:
     def _party_data(
         self, context: Context, cfg: ConfigRecord, partition_id: int
     ) -> tuple[str, PartyData]:
-        path = context.node_config.get(P.NODE_DATA_PATH)
-        if path:
-            key = json.dumps({"file": str(path)})
-        else:
-            spec_json = str(get_field(cfg, "data_spec", str))
-            if not spec_json:
-                raise ValueError(
-                    f"party {partition_id} has no data: set node_config '{P.NODE_DATA_PATH}' "
-                    "to its party file"
-                )
-            key = json.dumps({"spec": spec_json, "partition_id": partition_id})
+        key = data_key(context, cfg, partition_id)
         return key, self._load_data(key)
 
     def _load_data(self, key: str) -> PartyData:
-        if key in self._data:
-            self._data.move_to_end(key)
-            return self._data[key]
-        source = json.loads(key)
-        if "file" in source:
-            data = party_file(source["file"])
-        else:
-            data = party_block(DataSpec.from_json(source["spec"]), int(source["partition_id"]))
-        self._data[key] = data
-        while len(self._data) > _CACHE_SIZE:
-            self._data.popitem(last=False)
-        return data
+        return load_cached(self._data, key, party_block)
 
     def _trainer(
         self,
@@ -365,6 +344,43 @@ def guarded(
         return Message(
             Error(code=ERROR_INTERNAL, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
         )
+
+
+def data_key(context: Context, cfg: ConfigRecord, partition_id: int) -> str:
+    """Where a party's data comes from: its own file (``node_config`` data-path, a
+    deployment) or its block of the server's data spec (simulation)."""
+    path = context.node_config.get(P.NODE_DATA_PATH)
+    if path:
+        return json.dumps({"file": str(path)})
+    spec_json = str(get_field(cfg, "data_spec", str))
+    if not spec_json:
+        raise ValueError(
+            f"party {partition_id} has no data: set node_config '{P.NODE_DATA_PATH}' "
+            "to its party file"
+        )
+    return json.dumps({"spec": spec_json, "partition_id": partition_id})
+
+
+def load_cached(
+    cache: OrderedDict[str, PartyData],
+    key: str,
+    block: Callable[[DataSpec, int], PartyData],
+    size: int = _CACHE_SIZE,
+) -> PartyData:
+    """The party data of a :func:`data_key`, from ``cache`` (least recently used out):
+    the party file, or ``block(spec, partition_id)`` of the spec."""
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    source = json.loads(key)
+    if "file" in source:
+        data = party_file(source["file"])
+    else:
+        data = block(DataSpec.from_json(source["spec"]), int(source["partition_id"]))
+    cache[key] = data
+    while len(cache) > size:
+        cache.popitem(last=False)
+    return data
 
 
 def _partition_id(context: Context) -> int:

@@ -9,10 +9,14 @@ after ``timeout`` seconds naming the nodes that did not answer.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from flwr.app import Message
+from flwr.app import ConfigRecord, Message
 from flwr.serverapp import Grid
+
+from flwr_vflgan.data.alignment import check_aligned
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import ProtocolError, get_config, get_field
 
 
 class RunStopped(RuntimeError):
@@ -119,3 +123,60 @@ def check_strategy_args(
         raise ValueError("poll_interval, timeout and node_wait_timeout must be > 0")
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
+
+
+def setup_replies(
+    replies: Mapping[int, Message],
+    n_parties: int,
+    parties: str = "parties",
+    reference: tuple[str, int] | None = None,
+) -> tuple[list[int], int, list[ConfigRecord]]:
+    """Check the setup replies every strategy gets and order them by partition id.
+
+    Every reply's config record names its ``partition_id``, ``n_rows`` and ``id_digest``.
+    ``reference`` is one more (digest, row count) the parties must match: the label
+    party's IDs in split classification.
+
+    Returns
+    -------
+    tuple
+        The node ids by partition id, the common row count, and each reply's config
+        record by partition id (for the strategy's own fields).
+
+    Raises
+    ------
+    RunStopped
+        A reply is malformed, partition ids are not ``0..n_parties-1`` exactly once, or
+        the rows do not line up (the message names ``parties`` and the mismatch).
+    """
+    by_partition: dict[int, int] = {}
+    configs: dict[int, ConfigRecord] = {}
+    rows: dict[int, int] = {}
+    digests: dict[int, str] = {}
+    for node, reply in replies.items():
+        try:
+            cfg = get_config(reply.content, P.CONFIG)
+            pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
+            rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
+            digests[pid] = str(get_field(cfg, "id_digest", str))
+        except ProtocolError as exc:
+            raise RunStopped(f"node {node} sent a malformed setup reply: {exc}") from exc
+        if pid in by_partition:
+            raise RunStopped(f"nodes {by_partition[pid]} and {node} both claim partition-id {pid}")
+        by_partition[pid] = node
+        configs[pid] = cfg
+    expected = set(range(n_parties))
+    if set(by_partition) != expected:
+        raise RunStopped(
+            f"partition ids must be {sorted(expected)}, the nodes reported {sorted(by_partition)}"
+        )
+    if reference is not None:
+        # Checked like one more party's IDs (index -1 sorts first).
+        digests, rows = {-1: reference[0], **digests}, {-1: reference[1], **rows}
+    try:
+        check_aligned(digests, rows)
+    except ValueError as exc:
+        what = " with the labels" if reference is not None else ""
+        raise RunStopped(f"the {parties}' rows do not line up{what}: {exc}") from exc
+    order = sorted(by_partition)
+    return [by_partition[p] for p in order], rows[order[0]], [configs[p] for p in order]

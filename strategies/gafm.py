@@ -24,21 +24,19 @@ import torch
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
-from flwr_vflgan.data.alignment import check_aligned, id_digest
+from flwr_vflgan.data.alignment import id_digest
 from flwr_vflgan.gafm.config import GAFMSettings, Method
 from flwr_vflgan.gafm.training import RepetitionResult, summarize, train_repetition
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
-    get_config,
-    get_field,
     get_tensor,
     indices_to_record,
     tensors_to_record,
 )
 from flwr_vflgan.runtime.party_data import DataSpec
 
-from .exchange import RunStopped, check_strategy_args, exchange, wait_for_nodes
+from .exchange import RunStopped, check_strategy_args, exchange, setup_replies, wait_for_nodes
 
 log = logging.getLogger(__name__)
 
@@ -91,34 +89,10 @@ class _FlowerLink:
             for node in self.nodes
         ]
         replies = self._exchange(messages, f"setup of seed {seed}")
-        by_partition: dict[int, int] = {}
-        rows: dict[int, int] = {}
-        digests: dict[int, str] = {}
-        for node, reply in replies.items():
-            try:
-                cfg = get_config(reply.content, P.CONFIG)
-                pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
-                rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
-                digests[pid] = str(get_field(cfg, "id_digest", str))
-            except ProtocolError as exc:
-                raise RunStopped(f"node {node} sent a malformed setup reply: {exc}") from exc
-            if pid in by_partition:
-                raise RunStopped(
-                    f"nodes {by_partition[pid]} and {node} both claim partition-id {pid}"
-                )
-            by_partition[pid] = node
-        expected = set(range(self.n_parties))
-        if set(by_partition) != expected:
-            raise RunStopped(
-                f"partition ids must be {sorted(expected)}, the nodes reported {sorted(by_partition)}"
-            )
-        # The label party's IDs are checked like one more party's (index -1 sorts first).
-        try:
-            check_aligned({-1: s.label_digest, **digests}, {-1: len(s.labels), **rows})
-        except ValueError as exc:
-            raise RunStopped(f"the parties' rows do not line up with the labels: {exc}") from exc
-        self.order = [by_partition[p] for p in sorted(by_partition)]
-        return rows[0]
+        self.order, n_rows, _ = setup_replies(
+            replies, self.n_parties, reference=(s.label_digest, len(s.labels))
+        )
+        return n_rows
 
     def step(
         self, step: int, grads: list[torch.Tensor] | None, rows: np.ndarray | None

@@ -24,7 +24,6 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import Variant, VFLGANConfig
-from flwr_vflgan.data import check_aligned
 from flwr_vflgan.gan.schedule import Schedule, StepKind, budget_schedule
 from flwr_vflgan.gan.vflgan import ServerTrainer
 from flwr_vflgan.runtime import protocol as P
@@ -39,7 +38,7 @@ from flwr_vflgan.runtime.codec import (
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 
-from .exchange import RunStopped, check_strategy_args, exchange, wait_for_nodes
+from .exchange import RunStopped, check_strategy_args, exchange, setup_replies, wait_for_nodes
 
 log = logging.getLogger(__name__)
 
@@ -230,35 +229,18 @@ class VFLGANStrategy:
         RunStopped
             Partition ids are not ``0..M-1`` exactly once, or rows do not line up.
         """
-        by_partition: dict[int, int] = {}
-        rows: dict[int, int] = {}
-        digests: dict[int, str] = {}
+        order, n_rows, configs = setup_replies(replies, self.n_parties)
         allowed: dict[int, int] = {}
-        for node, reply in replies.items():
-            cfg = get_config(reply.content, P.CONFIG)
-            pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
-            if pid in by_partition:
-                raise RunStopped(
-                    f"nodes {by_partition[pid]} and {node} both claim partition-id {pid}"
-                )
-            by_partition[pid] = node
-            rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
-            digests[pid] = str(get_field(cfg, "id_digest", str))
-            steps = int(get_field(cfg, "dp_allowed_steps", int))  # type: ignore[call-overload]
+        for pid, cfg in enumerate(configs):
+            try:
+                steps = int(get_field(cfg, "dp_allowed_steps", int))  # type: ignore[call-overload]
+            except ProtocolError as exc:
+                raise RunStopped(f"party {pid} sent a malformed setup reply: {exc}") from exc
             if self.config.dp.enabled:
                 if steps < 0:
                     raise RunStopped(f"party {pid} reports no privacy budget for a DP run")
                 allowed[pid] = steps
-        expected = set(range(self.n_parties))
-        if set(by_partition) != expected:
-            raise RunStopped(
-                f"partition ids must be {sorted(expected)}, the nodes reported {sorted(by_partition)}"
-            )
-        try:
-            check_aligned(digests, rows)
-        except ValueError as exc:
-            raise RunStopped(f"the parties' rows do not line up: {exc}") from exc
-        return [by_partition[p] for p in sorted(by_partition)], rows[0], allowed
+        return order, n_rows, allowed
 
     # -- training steps ------------------------------------------------------------------
     def configure_step(

@@ -24,7 +24,6 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import VFLGANConfig
-from flwr_vflgan.data import check_aligned
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import (
@@ -39,7 +38,7 @@ from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
-from .exchange import RunStopped, check_strategy_args, exchange, wait_for_nodes
+from .exchange import RunStopped, check_strategy_args, exchange, setup_replies, wait_for_nodes
 from .traffic import Traffic
 from .vflgan import PUBLISH_DRAW, VFLGANResult, collect_published
 
@@ -187,43 +186,22 @@ class VTGANStrategy:
         self, replies: Mapping[int, Message]
     ) -> tuple[list[int], int, list[ClientShape]]:
         """Node ids by partition id, the common row count and every client's shape."""
-        by_partition: dict[int, int] = {}
-        rows: dict[int, int] = {}
-        digests: dict[int, str] = {}
-        shapes: dict[int, ClientShape] = {}
-        cond_columns: dict[int, int] = {}
-        for node, reply in replies.items():
+        order, n_rows, configs = setup_replies(replies, self.n_parties, parties="clients")
+        shapes: list[ClientShape] = []
+        cond_columns: list[int] = []
+        for pid, cfg in enumerate(configs):
             try:
-                cfg = get_config(reply.content, P.CONFIG)
-                pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
-                rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
-                digests[pid] = str(get_field(cfg, "id_digest", str))
                 shape = ClientShape(
                     *(_int(cfg, k) for k in ("n_columns", "encoded_width", "cond_dim"))
                 )
-                cond_columns[pid] = _int(cfg, "cond_columns")
+                cond_columns.append(_int(cfg, "cond_columns"))
             except ProtocolError as exc:
-                raise RunStopped(f"node {node} sent a malformed setup reply: {exc}") from exc
-            if pid in by_partition:
-                raise RunStopped(
-                    f"nodes {by_partition[pid]} and {node} both claim partition-id {pid}"
-                )
+                raise RunStopped(f"party {pid} sent a malformed setup reply: {exc}") from exc
             if shape.n_columns < 1 or shape.encoded_width < 1 or shape.cond_dim < 0:
-                raise RunStopped(f"node {node} reported an impossible shape {shape}")
-            by_partition[pid] = node
-            shapes[pid] = shape
-        expected = set(range(self.n_parties))
-        if set(by_partition) != expected:
-            raise RunStopped(
-                f"partition ids must be {sorted(expected)}, the nodes reported {sorted(by_partition)}"
-            )
-        try:
-            check_aligned(digests, rows)
-        except ValueError as exc:
-            raise RunStopped(f"the clients' rows do not line up: {exc}") from exc
-        order = sorted(by_partition)
-        self.count_columns = tuple(cond_columns[p] for p in order)
-        return [by_partition[p] for p in order], rows[0], [shapes[p] for p in order]
+                raise RunStopped(f"node {order[pid]} reported an impossible shape {shape}")
+            shapes.append(shape)
+        self.count_columns = tuple(cond_columns)
+        return order, n_rows, shapes
 
     def _build(self, grid: Grid, order: Sequence[int], server: VTGANServer) -> None:
         messages = []
