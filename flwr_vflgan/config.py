@@ -13,10 +13,11 @@ temperature 1).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from flwr_vflgan.checked import build_checked
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.privacy.config import DPConfig
 from flwr_vflgan.vtgan.config import VTGANSettings
@@ -240,8 +241,8 @@ class VFLGANConfig:
     def from_dict(cls, data: dict[str, Any]) -> VFLGANConfig:
         """Build from a plain mapping; unknown keys are errors that list the valid ones."""
         data = dict(data)
-        model = _build(ModelConfig, data.pop("model", {}) or {}, "model")
-        train = _build(TrainConfig, data.pop("train", {}) or {}, "train")
+        model = build_checked(ModelConfig, data.pop("model", {}) or {}, "model")
+        train = build_checked(TrainConfig, data.pop("train", {}) or {}, "train")
         dp = DPConfig.from_dict(dict(data.pop("dp", {}) or {}))
         vtgan = VTGANSettings.from_dict(dict(data.pop("vtgan", {}) or {}))
         gafm = GAFMSettings.from_dict(dict(data.pop("gafm", {}) or {}))
@@ -265,11 +266,3 @@ def parse_variant(value: str | Variant) -> Variant:
     except ValueError:
         valid = [v.value for v in Variant]
         raise ValueError(f"unknown algorithm variant {value!r}; valid: {valid}") from None
-
-
-def _build(cls: type, values: dict[str, Any], section: str) -> Any:
-    valid = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - valid)
-    if unknown:
-        raise ValueError(f"unknown {section} config keys {unknown}; valid: {sorted(valid)}")
-    return cls(**values)

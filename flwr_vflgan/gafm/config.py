@@ -11,9 +11,11 @@ widths; the paper says "2-layer DNN" for both).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, Literal
+
+from flwr_vflgan.checked import build_checked
 
 CutCombine = Literal["auto", "identity", "average", "concat"]
 LocalOutput = Literal["sigmoid", "linear"]
@@ -210,8 +212,4 @@ class GAFMSettings:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GAFMSettings:
         """Inverse of :meth:`to_dict`; unknown keys are errors that list the valid ones."""
-        valid = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - valid)
-        if unknown:
-            raise ValueError(f"unknown gafm config keys {unknown}; valid: {sorted(valid)}")
-        return cls(**data)
+        return build_checked(cls, data, "gafm")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from flwr_vflgan.data.partition import partition_columns
@@ -103,8 +102,3 @@ def labels_file(path: str | Path) -> tuple[pd.Series, pd.Series, str]:
             f"label file {path} repeats row IDs, e.g. {ids[ids.duplicated()].iloc[0]!r}"
         )
     return labels.reset_index(drop=True), ids.reset_index(drop=True), str(frame.columns[1])
-
-
-def positive_rate(labels: np.ndarray) -> float:
-    """Share of positives (Table 1's "positive instance proportion")."""
-    return float(np.mean(labels))

@@ -14,7 +14,7 @@ masks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -90,10 +90,8 @@ def combine(parts: Sequence[torch.Tensor], how: str) -> torch.Tensor:
     raise ValueError(f"unknown cut combination {how!r}; valid: identity, average, concat")
 
 
-def seeded(build: type[nn.Module] | object, seed: int, *args: object) -> nn.Module:
+def seeded(build: Callable[..., nn.Module], seed: int, *args: object) -> nn.Module:
     """Build a module with parameters drawn from ``seed`` (the global RNG is left as it was)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        module = build(*args)  # type: ignore[operator]
-    assert isinstance(module, nn.Module)
-    return module
+        return build(*args)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from flwr_vflgan.checked import build_checked
 from flwr_vflgan.privacy.accounting import (
     Conversion,
     GaussianSteps,
@@ -166,11 +167,7 @@ class DPConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DPConfig:
         """Build from a mapping; unknown keys are errors that list the valid ones."""
-        valid = set(asdict(cls()))
-        unknown = sorted(set(data) - valid)
-        if unknown:
-            raise ValueError(f"unknown dp config keys {unknown}; valid: {sorted(valid)}")
-        return cls(**data)
+        return build_checked(cls, data, "dp")
 
 
 def _choice(enum_type: type[StrEnum], value: object, name: str) -> Any:

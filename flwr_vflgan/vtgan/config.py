@@ -14,8 +14,10 @@ blocks on the server and ``n4`` in each client. The paper's recommended setting
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from flwr_vflgan.checked import build_checked
 
 
 def _is_int(value: object) -> bool:
@@ -125,11 +127,7 @@ class VTGANSettings:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VTGANSettings:
         """Inverse of :meth:`to_dict`; unknown keys are errors that list the valid ones."""
-        valid = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - valid)
-        if unknown:
-            raise ValueError(f"unknown vtgan config keys {unknown}; valid: {sorted(valid)}")
-        return cls(**data)
+        return build_checked(cls, data, "vtgan")
 
 
 def proportional_split(total: int, weights: list[int] | tuple[int, ...]) -> list[int]:

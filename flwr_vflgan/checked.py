@@ -1,0 +1,17 @@
+"""One way to build a settings dataclass from a plain mapping (Hydra, JSON, run config)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def build_checked(cls: type[T], values: dict[str, Any], section: str) -> T:
+    """``cls(**values)``, where an unknown key is an error naming ``section`` and the valid keys."""
+    valid = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise ValueError(f"unknown {section} config keys {unknown}; valid: {sorted(valid)}")
+    return cls(**values)
