@@ -20,11 +20,13 @@ import json
 from collections import OrderedDict
 
 import numpy as np
+import torch
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.gafm.data import party_features
 from flwr_vflgan.gafm.parties import LocalParty
+from flwr_vflgan.gafm.training import apply_block
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
@@ -93,6 +95,7 @@ class GAFMClient:
             "seed": seed,
             "partition_id": partition_id,
             "last_step": P.NO_STEP,
+            "last_sizes": [],
         }
         key = self._key(context, meta)
         self._parties.pop(key, None)
@@ -124,8 +127,14 @@ class GAFMClient:
                     "a gradient arrived, but this party has no pending forward pass"
                 )
             grad = get_tensor(msg.content, P.GRADS, P.CUT, (len(last_rows), cut_dim))
-            party.apply(last_rows, int(meta["last_step"]), grad)
+            sizes = meta["last_sizes"]
+            first = int(meta["last_step"])
+            batches = list(np.split(last_rows, np.cumsum(sizes)[:-1]))
+            apply_block(
+                party, range(first, first + len(sizes)), batches, list(torch.split(grad, sizes))
+            )
             meta["last_step"] = P.NO_STEP
+            meta["last_sizes"] = []
             last_rows = np.zeros(0, dtype=np.int64)
         elif meta["last_step"] != P.NO_STEP and forward:
             raise ProtocolError(
@@ -135,11 +144,13 @@ class GAFMClient:
         if forward:
             if step < 0:
                 raise ProtocolError(f"step must be >= 0, got {step}")
-            rows = get_indices(msg.content, P.ROW_INDICES, P.ROW_INDICES, None, party.n_rows)
-            if len(rows) < 1:
-                raise ProtocolError("a training step needs at least one row")
-            content[P.FEATURES] = tensors_to_record({P.CUT: party.forward(rows, step)})
+            sizes = _batch_sizes(cfg, party.settings.steps_per_exchange)
+            rows = get_indices(msg.content, P.ROW_INDICES, P.ROW_INDICES, sum(sizes), party.n_rows)
+            batches = np.split(rows, np.cumsum(sizes)[:-1])
+            cuts = [party.forward(batch, step + j) for j, batch in enumerate(batches)]
+            content[P.FEATURES] = tensors_to_record({P.CUT: torch.cat(cuts)})
             meta["last_step"] = step
+            meta["last_sizes"] = sizes
             last_rows = rows
         _save(context, state, meta, last_rows)
         return content
@@ -186,6 +197,19 @@ class GAFMClient:
         assert isinstance(rows_record, ConfigRecord)
         rows = np.frombuffer(rows_record["int64"], dtype=np.int64).copy()  # type: ignore[arg-type]
         return party, state, meta, rows
+
+
+def _batch_sizes(cfg: ConfigRecord, limit: int) -> list[int]:
+    """The sizes of a block's batches: 1 to ``limit`` batches, each of at least one row."""
+    sizes = get_field(cfg, "batch_rows", list)
+    assert isinstance(sizes, list)  # checked by get_field
+    if not 1 <= len(sizes) <= limit:
+        raise ProtocolError(
+            f"a block holds 1 to gafm.steps_per_exchange={limit} batches, got {len(sizes)}"
+        )
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
+        raise ProtocolError(f"every batch needs at least one row, got sizes {sizes}")
+    return [int(n) for n in sizes]
 
 
 def _save(context: Context, state: FlatState, meta: dict, rows: np.ndarray) -> None:

@@ -18,6 +18,7 @@ import os
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,17 +26,23 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, RecordD
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import AlignmentError
+from flwr_vflgan.gan.exchanges import party_apply_block, party_forward_block
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.gan.vflgan import PartyTrainer
 from flwr_vflgan.privacy import BudgetExceededError, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
-from flwr_vflgan.runtime.codec import (
-    ProtocolError,
-    get_config,
-    get_field,
-    get_tensor,
-    tensors_to_record,
+from flwr_vflgan.runtime.codec import ProtocolError, get_config, get_field, tensors_to_record
+from flwr_vflgan.runtime.messages import (
+    NO_BLOCK,
+    GenerateInstruction,
+    GenerateReply,
+    SetupInstruction,
+    SetupReply,
+    StepBlock,
+    StepInstruction,
+    StepLayout,
+    StepReply,
 )
 from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_block, party_file
 from flwr_vflgan.runtime.rng import Stream, derive_seed
@@ -47,6 +54,49 @@ ERROR_DATA = 2
 ERROR_INTERNAL = 3
 ERROR_BUDGET = 4
 _CACHE_SIZE = 8
+
+
+@dataclass
+class PartyMeta:
+    """A VFLGAN party's bookkeeping, kept in ``context.state`` between messages (JSON)."""
+
+    config: str
+    """The run's algorithm configuration (JSON), as the setup message carried it."""
+    data_key: str
+    """Where the party's data comes from (:func:`data_key`)."""
+    shared_seed: int
+    partition_id: int
+    checkpoint_dir: str
+    privacy: dict | None
+    """The party's DP plan, noise seed and discriminator steps taken (``None``: no DP)."""
+    pending: StepBlock = NO_BLOCK
+    """The block whose forward passes await their gradients."""
+    next_step: int = 0
+    opt_steps: list[int] = field(default_factory=list)
+    schema_version: int = 1
+
+    def to_json(self) -> str:
+        """JSON for ``context.state``."""
+        values = asdict(self)
+        values["pending"] = [self.pending.start, self.pending.count]
+        return json.dumps(values)
+
+    @classmethod
+    def from_json(cls, text: str) -> PartyMeta:
+        """Inverse of :meth:`to_json`.
+
+        Raises
+        ------
+        ProtocolError
+            The state was written by another schema version of this client.
+        """
+        values = json.loads(text)
+        if values.get("schema_version") != 1:
+            raise ProtocolError(
+                f"party state has schema {values.get('schema_version')}, this client reads 1"
+            )
+        values["pending"] = StepBlock(*values["pending"])
+        return cls(**values)
 
 
 class VFLGANClient:
@@ -76,61 +126,47 @@ class VFLGANClient:
 
     # -- setup -------------------------------------------------------------------------
     def _setup(self, msg: Message, context: Context) -> RecordDict:
-        cfg = get_config(msg.content, P.CONFIG)
-        version = get_field(cfg, "protocol_version", int)
-        if version != P.PROTOCOL_VERSION:
-            raise ProtocolError(
-                f"server speaks protocol {version}, this party {P.PROTOCOL_VERSION}"
-            )
-        config_json = str(get_field(cfg, "algorithm", str))
+        setup = SetupInstruction.from_content(msg.content)
+        config_json = setup.algorithm
         config = VFLGANConfig.from_dict(json.loads(config_json))
-        resume_step = int(get_field(cfg, "resume_step", int))  # type: ignore[call-overload]
         partition_id = _partition_id(context)
-        data_key, data = self._party_data(context, cfg, partition_id)
-        shared_seed = _shared_seed(context, int(get_field(cfg, "run_seed", int)))  # type: ignore[call-overload]
-        checkpoint_dir = _checkpoint_dir(context, cfg, partition_id)
-        privacy = _privacy_meta(context, config, data.n_rows, resume_step)
+        data_key, data = self._party_data(context, get_config(msg.content, P.CONFIG), partition_id)
+        shared_seed = _shared_seed(context, setup.run_seed)
+        checkpoint_dir = _checkpoint_dir(context, setup.checkpoint_root, partition_id)
+        privacy = _privacy_meta(context, config, data.n_rows, setup.resume_step)
         # A setup always starts from freshly initialised models (or the checkpoint below).
         self._trainers.pop(_trainer_key(context, config_json, data_key, shared_seed), None)
         trainer = self._trainer(
             context, config_json, config, data_key, data, shared_seed, partition_id, privacy
         )
-        meta = {
-            "config": config_json,
-            "data_key": data_key,
-            "shared_seed": shared_seed,
-            "partition_id": partition_id,
-            "pending_step": P.NO_STEP,
-            "next_step": 0,
-            "checkpoint_dir": checkpoint_dir or "",
-            "privacy": privacy,
-        }
+        meta = PartyMeta(
+            config=config_json,
+            data_key=data_key,
+            shared_seed=shared_seed,
+            partition_id=partition_id,
+            checkpoint_dir=checkpoint_dir or "",
+            privacy=privacy,
+        )
         snapshots: dict[str, np.ndarray] = {}
-        if resume_step != P.NO_STEP:
+        if setup.resume_step != P.NO_STEP:
             if not checkpoint_dir:
                 raise ValueError(
-                    f"party {partition_id} cannot resume step {resume_step}: it has no checkpoint "
-                    f"directory (node_config '{P.NODE_CHECKPOINT_DIR}')"
+                    f"party {partition_id} cannot resume step {setup.resume_step}: it has no "
+                    f"checkpoint directory (node_config '{P.NODE_CHECKPOINT_DIR}')"
                 )
             snapshots, opt_steps = load_party_checkpoint(
-                Path(checkpoint_dir), resume_step, config_json
+                Path(checkpoint_dir), setup.resume_step, config_json
             )
             trainer.state.load(snapshots.pop("flat"), opt_steps)
-            meta["next_step"] = resume_step
+            meta.next_step = setup.resume_step
         _save_state(context, trainer, meta, snapshots)
-        return RecordDict(
-            {
-                P.CONFIG: ConfigRecord(
-                    {
-                        "partition_id": partition_id,
-                        "n_rows": data.n_rows,
-                        "id_digest": data.id_digest,
-                        # Discriminator steps this party's budget allows (-1: no DP).
-                        "dp_allowed_steps": privacy["plan"]["allowed_steps"] if privacy else -1,
-                    }
-                )
-            }
-        )
+        return SetupReply(
+            partition_id=partition_id,
+            n_rows=data.n_rows,
+            id_digest=data.id_digest,
+            # Discriminator steps this party's budget allows (-1: no DP).
+            dp_allowed_steps=privacy["plan"]["allowed_steps"] if privacy else -1,
+        ).to_content()
 
     def _party_data(
         self, context: Context, cfg: ConfigRecord, partition_id: int
@@ -172,26 +208,26 @@ class VFLGANClient:
             self._trainers.popitem(last=False)
         return trainer
 
-    def _restore(self, context: Context) -> tuple[PartyTrainer, dict, PartyData]:
+    def _restore(self, context: Context) -> tuple[PartyTrainer, PartyMeta, PartyData]:
         if P.STATE_META not in context.state or P.STATE_FLAT not in context.state:
             raise ProtocolError("received a step before setup: this party has no state for the run")
-        meta = json.loads(str(context.state[P.STATE_META]["json"]))
-        data = self._load_data(meta["data_key"])
+        meta = PartyMeta.from_json(str(context.state[P.STATE_META]["json"]))
+        data = self._load_data(meta.data_key)
         trainer = self._trainer(
             context,
-            meta["config"],
+            meta.config,
             None,
-            meta["data_key"],
+            meta.data_key,
             data,
-            meta["shared_seed"],
-            meta["partition_id"],
-            meta["privacy"],
+            meta.shared_seed,
+            meta.partition_id,
+            meta.privacy,
         )
         flat = context.state[P.STATE_FLAT]
         buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
         if not isinstance(buffer, bytes):
             raise ProtocolError("party state lacks its flat float32 buffer")
-        trainer.state.load(np.frombuffer(buffer, dtype=np.float32), meta["opt_steps"])
+        trainer.state.load(np.frombuffer(buffer, dtype=np.float32), meta.opt_steps)
         return trainer, meta, data
 
     @staticmethod
@@ -205,120 +241,123 @@ class VFLGANClient:
         trainer, meta, data = self._restore(context)
         snapshots = self._snapshots(context)
         snapshots_changed = False
-        cfg = get_config(msg.content, P.CONFIG)
-        apply_step = int(get_field(cfg, "apply_step", int))  # type: ignore[call-overload]
-        forward_step = int(get_field(cfg, "forward_step", int))  # type: ignore[call-overload]
-        eval_draw = int(get_field(cfg, "eval_draw", int))  # type: ignore[call-overload]
         schedule = _schedule(trainer.config, data.n_rows)
-        width = trainer.config.model.feature_dim
-        reply: dict[str, np.ndarray] = {}
+        pending = meta.pending
 
-        if get_field(cfg, "promote_best", bool):
-            _promote(snapshots, meta["partition_id"])
-            snapshots_changed = True
-        if apply_step != P.NO_STEP:
-            if apply_step != meta["pending_step"]:
+        def layout(block: StepBlock) -> list[StepLayout]:
+            if block != pending:
                 raise ProtocolError(
-                    f"out-of-order message: asked to apply step {apply_step}, but the last forward "
-                    f"pass this party ran is step {meta['pending_step']}"
+                    f"out-of-order message: asked to apply {block.describe()}, but the last "
+                    f"forward pass this party ran is {pending.describe()}"
                 )
-            kind = schedule.kind(apply_step)
-            rows = trainer.batch_rows(apply_step, kind)
-            grad_real = (
-                get_tensor(msg.content, P.GRADS, P.REAL, (rows, width))
-                if kind is StepKind.DISCRIMINATOR
-                else None
-            )
-            grad_fake = get_tensor(msg.content, P.GRADS, P.FAKE, (rows, width))
-            if kind is StepKind.DISCRIMINATOR and meta["privacy"]:
-                _spend(trainer, meta["privacy"], meta["partition_id"])
-            trainer.apply(apply_step, kind, grad_real, grad_fake)
-            meta["pending_step"] = P.NO_STEP
-            meta["next_step"] = apply_step + 1
-        if eval_draw != P.NO_STEP:
-            rows = int(get_field(cfg, "eval_rows", int))  # type: ignore[call-overload]
-            if rows < 2:
-                raise ProtocolError(f"eval_rows must be >= 2, got {rows}")
-            reply[P.ROWS] = trainer.generate(rows, eval_draw).numpy()
+            return _layout(trainer, schedule, block)
+
+        instruction = StepInstruction.from_content(
+            msg.content, layout, trainer.config.model.feature_dim
+        )
+        if instruction.promote_best:
+            _promote(snapshots, meta.partition_id)
+            snapshots_changed = True
+        if not instruction.apply.empty:
+            self._apply_block(trainer, meta, schedule, instruction)
+        eval_rows = None
+        if instruction.eval_draw != P.NO_STEP:
+            if instruction.eval_rows < 2:
+                raise ProtocolError(f"eval_rows must be >= 2, got {instruction.eval_rows}")
+            eval_rows = trainer.generate(instruction.eval_rows, instruction.eval_draw).numpy()
             snapshots["last_eval"] = trainer.generator_snapshot()
             snapshots_changed = True
-        if get_field(cfg, "checkpoint", bool) and meta["checkpoint_dir"]:
-            if meta["pending_step"] != P.NO_STEP:
+        if instruction.checkpoint and meta.checkpoint_dir:
+            if not meta.pending.empty:
                 raise ProtocolError(
                     "checkpoint requested while a forward pass awaits its gradients"
                 )
             save_party_checkpoint(
-                Path(meta["checkpoint_dir"]),
-                meta["next_step"],
+                Path(meta.checkpoint_dir),
+                meta.next_step,
                 trainer.state.to_numpy(),
                 trainer.state.optimizer_steps(),
                 snapshots,
-                meta["config"],
+                meta.config,
             )
-        if forward_step != P.NO_STEP:
-            if meta["pending_step"] != P.NO_STEP or forward_step != meta["next_step"]:
-                raise ProtocolError(
-                    f"out-of-order message: asked for the forward pass of step {forward_step}, "
-                    f"expected step {meta['next_step']}"
-                    + (
-                        ""
-                        if meta["pending_step"] == P.NO_STEP
-                        else f" after applying step {meta['pending_step']}"
-                    )
-                )
-            if forward_step >= schedule.total_steps:
-                raise ProtocolError(
-                    f"step {forward_step} is past the end of training ({schedule.total_steps} steps)"
-                )
-            out = trainer.forward(forward_step, schedule.kind(forward_step))
-            if out.real is not None:
-                reply[P.REAL] = out.real.numpy()
-            reply[P.FAKE] = out.fake.numpy()
-            meta["pending_step"] = forward_step
+        reply = StepReply(instruction.forward, eval_rows=eval_rows)
+        if not instruction.forward.empty:
+            reply = self._forward_block(trainer, meta, schedule, instruction.forward, eval_rows)
         _save_state(context, trainer, meta, snapshots if snapshots_changed else None)
-        content = RecordDict({P.CONFIG: ConfigRecord({"forward_step": forward_step})})
-        if reply:
-            content[P.FEATURES] = tensors_to_record(reply)
-        return content
+        return reply.to_content()
+
+    @staticmethod
+    def _apply_block(
+        trainer: PartyTrainer, meta: PartyMeta, schedule: Schedule, instruction: StepInstruction
+    ) -> None:
+        """Apply the block's gradients in order, each on a forward recomputed with the
+        parameters the previous ones left (the first is exact, later ones stale)."""
+
+        def spend(step: int) -> None:
+            if meta.privacy:
+                _spend(trainer, meta.privacy, meta.partition_id)
+
+        party_apply_block(trainer, schedule, instruction.apply, instruction.grads, spend)
+        meta.next_step = instruction.apply.stop
+        meta.pending = NO_BLOCK
+
+    @staticmethod
+    def _forward_block(
+        trainer: PartyTrainer,
+        meta: PartyMeta,
+        schedule: Schedule,
+        block: StepBlock,
+        eval_rows: np.ndarray | None,
+    ) -> StepReply:
+        """Features of every step of ``block``, all with the current parameters."""
+        if not meta.pending.empty or block.start != meta.next_step:
+            raise ProtocolError(
+                f"out-of-order message: asked for the forward pass of {block.describe()}, "
+                f"expected step {meta.next_step}"
+                + ("" if meta.pending.empty else f" after applying {meta.pending.describe()}")
+            )
+        if block.stop > schedule.total_steps:
+            raise ProtocolError(
+                f"{block.describe()} is past the end of training ({schedule.total_steps} steps)"
+            )
+        k = trainer.config.train.steps_per_exchange
+        # A block may end early (a budget cut ends training mid-block), never late.
+        if block.stop > schedule.block_end(block.start, k):
+            raise ProtocolError(
+                f"{block.describe()} is longer than an exchange of train.steps_per_exchange={k}: "
+                f"the block from step {block.start} ends before step "
+                f"{schedule.block_end(block.start, k)}"
+            )
+        features = party_forward_block(trainer, schedule, block)
+        rows = [int(out.fake.shape[0]) for out in features]
+        meta.pending = block
+        return StepReply(block, rows, features, eval_rows)
 
     # -- publication ---------------------------------------------------------------------
     def _generate(self, msg: Message, context: Context) -> RecordDict:
         trainer, meta, data = self._restore(context)
         snapshots = self._snapshots(context)
-        cfg = get_config(msg.content, P.CONFIG)
-        rows = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
-        draw = int(get_field(cfg, "draw", int))  # type: ignore[call-overload]
-        if rows < 1:
-            raise ProtocolError(f"n_rows must be >= 1, got {rows}")
-        promote = bool(get_field(cfg, "promote_best", bool))
-        if promote:
-            _promote(snapshots, meta["partition_id"])
+        request = GenerateInstruction.from_content(msg.content)
+        if request.promote_best:
+            _promote(snapshots, meta.partition_id)
         current = trainer.generator_snapshot()
-        if get_field(cfg, "use_best", bool) and "best" in snapshots:
+        if request.use_best and "best" in snapshots:
             trainer.load_generator_snapshot(snapshots["best"])
-        encoded = trainer.generate(rows, draw).numpy()
+        encoded = trainer.generate(request.n_rows, request.draw).numpy()
         trainer.load_generator_snapshot(current)
         frame = data.encoder.inverse_transform(encoded)
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
-        _save_state(context, trainer, meta, snapshots if promote else None)
-        privacy = meta["privacy"]
+        _save_state(context, trainer, meta, snapshots if request.promote_best else None)
+        privacy = meta.privacy
         spent = (
-            trainer.privacy.summary(f"party {meta['partition_id']}", privacy["d_steps"])
+            trainer.privacy.summary(f"party {meta.partition_id}", privacy["d_steps"])
             if privacy and trainer.privacy
             else None
         )
-        return RecordDict(
-            {
-                P.SYNTHETIC: ConfigRecord(
-                    {
-                        "parquet": buffer.getvalue(),
-                        "n_rows": rows,
-                        "privacy": json.dumps(spent) if spent else "",
-                    }
-                )
-            }
-        )
+        return GenerateReply(
+            buffer.getvalue(), request.n_rows, json.dumps(spent) if spent else ""
+        ).to_content()
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -423,12 +462,20 @@ def _shared_seed(context: Context, run_seed: int) -> int:
     return seed
 
 
-def _checkpoint_dir(context: Context, cfg: ConfigRecord, partition_id: int) -> str | None:
+def _checkpoint_dir(context: Context, root: str, partition_id: int) -> str | None:
     own = context.node_config.get(P.NODE_CHECKPOINT_DIR)
     if own:
         return str(own)
-    root = cfg.get("checkpoint_root", "") if "checkpoint_root" in cfg else ""
-    return str(Path(str(root)) / f"party-{partition_id}") if root else None
+    return str(Path(root) / f"party-{partition_id}") if root else None
+
+
+def _layout(trainer: PartyTrainer, schedule: Schedule, block: StepBlock) -> list[StepLayout]:
+    """This party's own layout of a block: its kinds of step and batch sizes."""
+    layout = []
+    for step in block.steps:
+        kind = schedule.kind(step)
+        layout.append(StepLayout(kind is StepKind.DISCRIMINATOR, trainer.batch_rows(step, kind)))
+    return layout
 
 
 def _schedule(config: VFLGANConfig, n_rows: int) -> Schedule:
@@ -504,12 +551,12 @@ def _trainer_key(context: Context, config_json: str, data_key: str, shared_seed:
 def _save_state(
     context: Context,
     trainer: PartyTrainer,
-    meta: dict,
+    meta: PartyMeta,
     snapshots: dict[str, np.ndarray] | None = None,
 ) -> None:
     """Write the training state; generator snapshots only when they changed."""
-    meta["opt_steps"] = trainer.state.optimizer_steps()
-    context.state[P.STATE_META] = ConfigRecord({"json": json.dumps(meta)})
+    meta.opt_steps = list(trainer.state.optimizer_steps())
+    context.state[P.STATE_META] = ConfigRecord({"json": meta.to_json()})
     # Raw float32 bytes: the layout is fixed by the configuration (FlatState checks the
     # size on load), and skipping the .npy header parsing of an Array halves the cost.
     context.state[P.STATE_FLAT] = ConfigRecord({"float32": trainer.state.flat.numpy().tobytes()})

@@ -33,6 +33,7 @@ from flwr_vflgan.runtime.codec import (
     indices_to_record,
     tensors_to_record,
 )
+from flwr_vflgan.runtime.messages import GenerateReply
 from flwr_vflgan.runtime.party_data import PartyData
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
 from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
@@ -323,14 +324,9 @@ class VTGANClient(VFLGANClient):
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
         spent = party.privacy_summary(meta["d_steps"])
-        record = ConfigRecord(
-            {
-                "parquet": buffer.getvalue(),
-                "n_rows": rows,
-                "privacy": json.dumps(spent) if spent else "",
-            }
-        )
-        return RecordDict({P.SYNTHETIC: record})
+        return GenerateReply(
+            buffer.getvalue(), rows, json.dumps(spent) if spent else ""
+        ).to_content()
 
 
 def _apply(

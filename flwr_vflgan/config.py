@@ -148,6 +148,13 @@ class TrainConfig:
     eval_rows
         Synthetic rows generated for each evaluation; ``None`` means as many as the
         training table has.
+    steps_per_exchange
+        ``K``: training steps carried by one exchange. Each party computes the features
+        of ``K`` consecutive steps with the parameters it holds when it sends them, the
+        server performs its ``K`` updates in order and returns the ``K`` gradients, and
+        each party applies them in order (stale upstream gradients, as in FedBCD and
+        CELU-VFL). 1 is Algorithm 1 exactly. An exchange never crosses an epoch's end,
+        so evaluations and checkpoints fall on exchange boundaries.
     """
 
     epochs: int = 75
@@ -162,10 +169,11 @@ class TrainConfig:
     first_part_gp: bool = False
     eval_every: int = 1
     eval_rows: int | None = None
+    steps_per_exchange: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
-        for name in ("epochs", "batch_size", "n_critic"):
+        for name in ("epochs", "batch_size", "n_critic", "steps_per_exchange"):
             value = getattr(self, name)
             if not _is_int(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -212,6 +220,12 @@ class VFLGANConfig:
             object.__setattr__(self, "vtgan", VTGANSettings.from_dict(self.vtgan))
         if isinstance(self.gafm, dict):
             object.__setattr__(self, "gafm", GAFMSettings.from_dict(self.gafm))
+        if self.train.steps_per_exchange != 1 and (self.is_vtgan or self.is_gafm):
+            raise ValueError(
+                f"train.steps_per_exchange={self.train.steps_per_exchange}: {self.variant.value} "
+                "exchanges one step per message; set train.steps_per_exchange=1"
+                + (" and use gafm.steps_per_exchange" if self.is_gafm else "")
+            )
 
     @property
     def is_vtgan(self) -> bool:

@@ -36,7 +36,12 @@ from flwr_vflgan.runtime.codec import (
 )
 from flwr_vflgan.runtime.party_data import DataSpec
 
-from .exchange import RunStopped, check_strategy_args, exchange, setup_replies, wait_for_nodes
+from .base import VerticalStrategy
+from .exchange import (
+    DEFAULT_POLL_INTERVAL,
+    RunStopped,
+    setup_replies,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +72,7 @@ class _FlowerLink:
 
     def _exchange(self, messages: list[Message], describe: str) -> dict[int, Message]:
         self.strategy.exchanges += 1
-        return exchange(
-            self.grid,
-            messages,
-            poll_interval=self.strategy.poll_interval,
-            timeout=self.strategy.timeout,
-            describe=describe,
-        )
+        return self.strategy.exchange(self.grid, messages, describe)
 
     def start(self, seed: int) -> int:
         s = self.strategy
@@ -95,26 +94,34 @@ class _FlowerLink:
         return n_rows
 
     def step(
-        self, step: int, grads: list[torch.Tensor] | None, rows: np.ndarray | None
-    ) -> list[torch.Tensor] | None:
+        self, step: int, grads: list[list[torch.Tensor]] | None, rows: list[np.ndarray]
+    ) -> list[list[torch.Tensor]]:
+        """One exchange: every party's gradients of the pending block (packed in step
+        order) and the row indices of the next block's batches (concatenated, with
+        their sizes)."""
+        sizes = [len(batch) for batch in rows]
         messages = []
         for p, node in enumerate(self.order):
-            content = RecordDict(
-                {
-                    P.CONFIG: ConfigRecord(
-                        {"step": step, "apply": grads is not None, "forward": rows is not None}
-                    )
-                }
-            )
+            fields: dict[str, int | bool | list[int]] = {
+                "step": step,
+                "apply": grads is not None,
+                "forward": bool(rows),
+            }
+            if rows:
+                fields["batch_rows"] = sizes
+            content = RecordDict({P.CONFIG: ConfigRecord(fields)})  # type: ignore[arg-type]
             if grads is not None:
-                content[P.GRADS] = tensors_to_record({P.CUT: grads[p]})
-            if rows is not None:
-                content[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: rows})
+                content[P.GRADS] = tensors_to_record({P.CUT: torch.cat([g[p] for g in grads])})
+            if rows:
+                content[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: np.concatenate(rows)})
             messages.append(Message(content, node, P.GF_STEP))
-        replies = self._exchange(messages, f"step {step}")
-        if rows is None:
-            return None
-        return self._cuts(replies, len(rows), f"step {step}")
+        describe = f"step {step}" if len(rows) <= 1 else f"steps {step}-{step + len(rows) - 1}"
+        replies = self._exchange(messages, describe)
+        if not rows:
+            return []
+        cuts = self._cuts(replies, sum(sizes), describe)
+        split = [torch.split(party, sizes) for party in cuts]
+        return [[split[p][j] for p in range(self.n_parties)] for j in range(len(rows))]
 
     def predict(self, rows: np.ndarray) -> list[torch.Tensor]:
         messages = [
@@ -146,7 +153,7 @@ class _FlowerLink:
         return out
 
 
-class GAFMStrategy:
+class GAFMStrategy(VerticalStrategy):
     """Drive GAFM, vanilla split learning, Max Norm or Marvell over a Flower grid.
 
     Parameters
@@ -182,43 +189,36 @@ class GAFMStrategy:
         label_ids: pd.Series,
         label: str,
         data_spec: DataSpec | None = None,
-        poll_interval: float = 0.001,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
         timeout: float = 600.0,
         node_wait_timeout: float = 120.0,
         progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         from flwr_vflgan.gafm.training import binary_labels
 
-        check_strategy_args(
-            n_parties,
-            data_spec.n_parties if data_spec is not None else None,
-            None,
-            poll_interval,
-            timeout,
-            node_wait_timeout,
-            seed,
+        super().__init__(
+            n_parties=n_parties,
+            seed=seed,
+            data_spec=data_spec,
+            poll_interval=poll_interval,
+            timeout=timeout,
+            node_wait_timeout=node_wait_timeout,
+            progress=progress,
             min_parties=1,
         )
         self.method = Method(method)
         self.settings = settings
-        self.n_parties = n_parties
-        self.seed = seed
         self.labels, self.positive = binary_labels(np.asarray(labels), settings.positive_label)
         if len(label_ids) != len(self.labels):
             raise ValueError(f"{len(label_ids)} label IDs for {len(self.labels)} labels")
         self.label_digest = id_digest(pd.Series(label_ids).reset_index(drop=True))
         self.label = label
-        self.data_spec = data_spec
-        self.poll_interval = poll_interval
-        self.timeout = timeout
-        self.node_wait_timeout = node_wait_timeout
-        self.progress = progress
         self.exchanges = 0
 
     def start(self, grid: Grid) -> GAFMResult:
         """Run every repetition and summarise them."""
         started = time.monotonic()
-        nodes = wait_for_nodes(grid, self.n_parties, self.node_wait_timeout)
+        nodes = self.wait_for_nodes(grid)
         link = _FlowerLink(self, grid, nodes)
         results = []
         for r in range(self.settings.repetitions):

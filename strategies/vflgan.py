@@ -19,26 +19,36 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.app import Message
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import Variant, VFLGANConfig
+from flwr_vflgan.gan.exchanges import server_block
 from flwr_vflgan.gan.schedule import Schedule, StepKind, budget_schedule
 from flwr_vflgan.gan.vflgan import ServerTrainer
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint, save_server_checkpoint
-from flwr_vflgan.runtime.codec import (
-    ProtocolError,
-    get_config,
-    get_field,
-    get_tensor,
-    tensors_to_record,
+from flwr_vflgan.runtime.codec import ProtocolError
+from flwr_vflgan.runtime.messages import (
+    NO_BLOCK,
+    GenerateInstruction,
+    GenerateReply,
+    SetupInstruction,
+    SetupReply,
+    StepBlock,
+    StepInstruction,
+    StepReply,
+    StepTensors,
 )
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 
-from .exchange import RunStopped, check_strategy_args, exchange, setup_replies, wait_for_nodes
+from .base import VerticalStrategy
+from .exchange import (
+    DEFAULT_POLL_INTERVAL,
+    RunStopped,
+    setup_replies,
+)
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +97,9 @@ def collect_published(
     blocks, privacy = [], []
     for node in order:
         try:
-            record = get_config(replies[node].content, P.SYNTHETIC)
-            block = pd.read_parquet(io.BytesIO(get_field(record, "parquet", bytes)))  # type: ignore[arg-type]
-            spent = str(get_field(record, "privacy", str))
+            reply = GenerateReply.from_content(replies[node].content)
+            block = pd.read_parquet(io.BytesIO(reply.parquet))
+            spent = reply.privacy
         except (ProtocolError, OSError, ValueError) as exc:
             raise RunStopped(f"node {node} sent an unreadable synthetic block: {exc}") from exc
         if private:
@@ -109,13 +119,24 @@ def collect_published(
 
 @dataclass
 class _Pending:
-    step: int
-    kind: StepKind
-    grads_real: list | None
-    grads_fake: list
+    """Gradients of the block the parties sent features for, per party in party order."""
+
+    block: StepBlock
+    grads: list[list[StepTensors]]
 
 
-class VFLGANStrategy:
+@dataclass
+class _Progress:
+    """The run's bookkeeping, checkpointed with the server's state."""
+
+    history: list[dict[str, float]] = field(default_factory=list)
+    best_fd: float | None = None
+    best_epoch: int | None = None
+    exchanges: int = 1
+    promote: bool = False
+
+
+class VFLGANStrategy(VerticalStrategy):
     """Server of a VFLGAN / VFLGAN-base run.
 
     Parameters
@@ -159,7 +180,7 @@ class VFLGANStrategy:
         publish_rows: int | None = None,
         checkpoint_dir: str | Path | None = None,
         party_checkpoint_root: str | Path | None = None,
-        poll_interval: float = 0.001,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
         timeout: float = 600.0,
         node_wait_timeout: float = 120.0,
         progress: Callable[[dict[str, float]], None] | None = None,
@@ -170,28 +191,21 @@ class VFLGANStrategy:
             )
         if config.is_vtgan:
             raise ValueError(f"{config.variant.value} runs with VTGANStrategy, not VFLGANStrategy")
-        check_strategy_args(
-            n_parties,
-            data_spec.n_parties if data_spec is not None else None,
-            publish_rows,
-            poll_interval,
-            timeout,
-            node_wait_timeout,
-            seed,
+        super().__init__(
+            n_parties=n_parties,
+            seed=seed,
+            data_spec=data_spec,
+            publish_rows=publish_rows,
+            poll_interval=poll_interval,
+            timeout=timeout,
+            node_wait_timeout=node_wait_timeout,
+            progress=progress,
             min_parties=2,
         )
         self.config = config
-        self.n_parties = n_parties
-        self.seed = seed
-        self.data_spec = data_spec
         self.evaluate_fn = evaluate_fn
-        self.publish_rows = publish_rows
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.party_checkpoint_root = str(party_checkpoint_root) if party_checkpoint_root else ""
-        self.poll_interval = poll_interval
-        self.timeout = timeout
-        self.node_wait_timeout = node_wait_timeout
-        self.progress = progress
 
     def summary(self) -> str:
         """One paragraph describing the configured run."""
@@ -206,17 +220,14 @@ class VFLGANStrategy:
     # -- setup ----------------------------------------------------------------------------
     def configure_setup(self, node_ids: Sequence[int], resume_step: int) -> list[Message]:
         """Setup messages: configuration, resume step; never the shared seed."""
-        record = ConfigRecord(
-            {
-                "protocol_version": P.PROTOCOL_VERSION,
-                "algorithm": json.dumps(self.config.to_dict(), sort_keys=True),
-                "data_spec": self.data_spec.to_json() if self.data_spec else "",
-                "resume_step": resume_step,
-                "run_seed": self.seed,
-                "checkpoint_root": self.party_checkpoint_root,
-            }
-        )
-        return [Message(RecordDict({P.CONFIG: record}), node, P.SETUP) for node in node_ids]
+        content = SetupInstruction(
+            algorithm=json.dumps(self.config.to_dict(), sort_keys=True),
+            data_spec=self.data_spec.to_json() if self.data_spec else "",
+            resume_step=resume_step,
+            run_seed=self.seed,
+            checkpoint_root=self.party_checkpoint_root,
+        ).to_content()
+        return [Message(content, node, P.SETUP) for node in node_ids]
 
     def aggregate_setup(
         self, replies: Mapping[int, Message]
@@ -233,7 +244,7 @@ class VFLGANStrategy:
         allowed: dict[int, int] = {}
         for pid, cfg in enumerate(configs):
             try:
-                steps = int(get_field(cfg, "dp_allowed_steps", int))  # type: ignore[call-overload]
+                steps = SetupReply.allowed_steps(cfg)
             except ProtocolError as exc:
                 raise RunStopped(f"party {pid} sent a malformed setup reply: {exc}") from exc
             if self.config.dp.enabled:
@@ -247,7 +258,7 @@ class VFLGANStrategy:
         self,
         order: Sequence[int],
         pending: _Pending | None,
-        forward_step: int,
+        forward: StepBlock,
         eval_draw: int,
         eval_rows: int,
         checkpoint: bool,
@@ -256,54 +267,50 @@ class VFLGANStrategy:
         """One fused message per party: apply ``pending``, evaluate, checkpoint, forward."""
         messages = []
         for index, node in enumerate(order):
-            content = RecordDict(
-                {
-                    P.CONFIG: ConfigRecord(
-                        {
-                            "apply_step": pending.step if pending else P.NO_STEP,
-                            "forward_step": forward_step,
-                            "eval_draw": eval_draw,
-                            "eval_rows": eval_rows,
-                            "checkpoint": checkpoint,
-                            "promote_best": promote_best,
-                        }
-                    )
-                }
-            )
-            if pending is not None:
-                grads = {P.FAKE: pending.grads_fake[index]}
-                if pending.grads_real is not None:
-                    grads[P.REAL] = pending.grads_real[index]
-                content[P.GRADS] = tensors_to_record(grads)
-            messages.append(Message(content, node, P.STEP, group_id=str(forward_step)))
+            content = StepInstruction(
+                apply=pending.block if pending else NO_BLOCK,
+                forward=forward,
+                eval_draw=eval_draw,
+                eval_rows=eval_rows,
+                checkpoint=checkpoint,
+                promote_best=promote_best,
+                grads=pending.grads[index] if pending else (),
+            ).to_content()
+            group = str(forward.start if not forward.empty else P.NO_STEP)
+            messages.append(Message(content, node, P.STEP, group_id=group))
         return messages
 
     def aggregate_step(
-        self, replies: Mapping[int, Message], order: Sequence[int], kind: StepKind
-    ) -> tuple[list[torch.Tensor] | None, list[torch.Tensor]]:
-        """Validated real (D steps) and fake features of every party, in party order.
+        self,
+        replies: Mapping[int, Message],
+        order: Sequence[int],
+        block: StepBlock,
+        schedule: Schedule,
+    ) -> list[list[StepTensors]]:
+        """Validated features of every step of ``block``, per party in party order.
 
         With Poisson-sampled DP-SGD a discriminator batch has a size the server cannot
-        know in advance; every party must send the same number of rows.
+        know in advance; every party must send the same number of rows for each step.
         """
         width = self.config.model.feature_dim
-        discriminator = kind is StepKind.DISCRIMINATOR
-        batch = None if discriminator and self.config.dp.poisson else self.config.train.batch_size
-        real: list[torch.Tensor] | None = [] if discriminator else None
-        fake: list[torch.Tensor] = []
+        batch = self.config.train.batch_size
+        kinds = [schedule.kind(step) is StepKind.DISCRIMINATOR for step in block.steps]
+        fixed = None if self.config.dp.poisson else batch
+        features, sizes = [], {}
         for node in order:
-            content = replies[node].content
             try:
-                fake.append(get_tensor(content, P.FEATURES, P.FAKE, (batch, width)))
-                if real is not None:
-                    real.append(get_tensor(content, P.FEATURES, P.REAL, (batch, width)))
+                rows, tensors = StepReply.read_features(
+                    replies[node].content, block, kinds, fixed, width
+                )
             except ProtocolError as exc:
                 raise RunStopped(f"node {node} sent a malformed step reply: {exc}") from exc
-        rows = {int(t.shape[0]) for t in fake + (real or [])}
-        if len(rows) > 1:
-            sizes = {node: int(t.shape[0]) for node, t in zip(order, fake, strict=True)}
+            if any(not d and r != batch for d, r in zip(kinds, rows, strict=True)):
+                raise RunStopped(f"node {node} sent a generator batch other than {batch} rows")
+            features.append(tensors)
+            sizes[node] = rows
+        if len({tuple(rows) for rows in sizes.values()}) > 1:
             raise RunStopped(f"the parties' batches differ in size: {sizes} rows per node")
-        return real, fake
+        return features
 
     def _eval_blocks(
         self, replies: Mapping[int, Message], order: Sequence[int], rows: int
@@ -311,9 +318,7 @@ class VFLGANStrategy:
         blocks = []
         for node in order:
             try:
-                blocks.append(
-                    get_tensor(replies[node].content, P.FEATURES, P.ROWS, (rows, None)).numpy()
-                )
+                blocks.append(StepReply.read_eval_rows(replies[node].content, rows))
             except ProtocolError as exc:
                 raise RunStopped(f"node {node} sent malformed evaluation rows: {exc}") from exc
         return blocks
@@ -330,133 +335,49 @@ class VFLGANStrategy:
         """
         started = time.monotonic()
         log.info("%s", self.summary())
-        nodes = self._wait_for_nodes(grid)
+        nodes = self.wait_for_nodes(grid)
         server_config = json.dumps(self.config.to_dict(), sort_keys=True)
         resume = self._load_checkpoint(server_config)
         start_step = int(resume[1]["next_step"]) if resume else 0
-        setup_replies = exchange(
-            grid,
-            self.configure_setup(nodes, start_step if resume else P.NO_STEP),
-            poll_interval=self.poll_interval,
-            timeout=self.timeout,
-            describe="setup",
+        replies = self.exchange(
+            grid, self.configure_setup(nodes, start_step if resume else P.NO_STEP), "setup"
         )
-        order, n_rows, allowed = self.aggregate_setup(setup_replies)
+        order, n_rows, allowed = self.aggregate_setup(replies)
         train = self.config.train
         schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
         schedule, budget_stop = budget_schedule(schedule, allowed)
         server = ServerTrainer(self.config, self.n_parties, self.seed)
-        history: list[dict[str, float]] = []
-        best_fd: float | None = None
-        best_epoch: int | None = None
-        exchanges = 1
-        promote = False
+        progress = _Progress()
         if resume:
             arrays, meta = resume
             server.state.load(arrays["flat"], meta["optimizer_steps"])
-            history, best_fd, best_epoch = meta["history"], meta["best_fd"], meta["best_epoch"]
-            exchanges, promote = meta["exchanges"] + 1, meta["promote"]
+            progress = _Progress(
+                meta["history"],
+                meta["best_fd"],
+                meta["best_epoch"],
+                meta["exchanges"] + 1,
+                meta["promote"],
+            )
             log.info("resuming at step %d of %d", start_step, schedule.total_steps)
-        eval_rows = train.eval_rows or n_rows
-        evaluating = self.evaluate_fn is not None and train.eval_every > 0
-
-        step, pending = start_step, None
         loop_started = time.monotonic()
-        while True:
-            last = step >= schedule.total_steps
-            epoch = schedule.epoch_of(pending.step) if pending else 0
-            ends_epoch = pending is not None and schedule.ends_epoch(pending.step)
-            do_eval = (
-                evaluating
-                and pending is not None
-                and (last or (ends_epoch and epoch % train.eval_every == 0))
-            )
-            do_checkpoint = self.checkpoint_dir is not None and ends_epoch and not last
-            messages = self.configure_step(
-                order,
-                pending,
-                P.NO_STEP if last else step,
-                epoch if do_eval else P.NO_STEP,
-                eval_rows,
-                do_checkpoint,
-                promote,
-            )
-            replies = exchange(
-                grid,
-                messages,
-                poll_interval=self.poll_interval,
-                timeout=self.timeout,
-                describe=f"step {step}",
-            )
-            exchanges += 1
-            promote = False
-            if do_eval:
-                assert self.evaluate_fn is not None and pending is not None
-                metrics = dict(self.evaluate_fn(self._eval_blocks(replies, order, eval_rows)))
-                fd = float(metrics["fd"])
-                record = {
-                    "epoch": epoch,
-                    "step": pending.step + 1,
-                    "fd": fd,
-                    "elapsed": time.monotonic() - started,
-                }
-                history.append(record)
-                if best_fd is None or fd < best_fd:
-                    best_fd, best_epoch, promote = fd, epoch, True
-                log.info(
-                    "epoch %d step %d FD %.4f (best %.4f at epoch %s)",
-                    epoch,
-                    pending.step + 1,
-                    fd,
-                    best_fd,
-                    best_epoch,
-                )
-                if self.progress is not None:
-                    self.progress(
-                        {**record, "best_fd": best_fd, "total_steps": schedule.total_steps}
-                    )
-            if do_checkpoint:
-                assert self.checkpoint_dir is not None
-                save_server_checkpoint(
-                    self.checkpoint_dir,
-                    step,
-                    {"flat": server.state.to_numpy()},
-                    {
-                        "optimizer_steps": server.state.optimizer_steps(),
-                        "history": history,
-                        "best_fd": best_fd,
-                        "best_epoch": best_epoch,
-                        "exchanges": exchanges,
-                        "promote": promote,
-                        "config": server_config,
-                    },
-                )
-            if last:
-                break
-            kind = schedule.kind(step)
-            real, fake = self.aggregate_step(replies, order, kind)
-            if real is not None:
-                grads_real, grads_fake, _ = server.discriminator_step(step, real, fake)
-            else:
-                grads_real, (grads_fake, _) = None, server.generator_step(fake)
-            pending = _Pending(step, kind, grads_real, grads_fake)
-            step += 1
-
+        self._train(
+            grid, order, schedule, server, progress, start_step, n_rows, started, server_config
+        )
         train_seconds = time.monotonic() - loop_started
         # Choosing an epoch by its distance to the real table reads the real data outside
         # the DP mechanism, so under DP the last generators are published unless asked.
-        use_best = best_epoch is not None and (
+        use_best = progress.best_epoch is not None and (
             not self.config.dp.enabled or self.config.dp.select_by_fd
         )
-        synthetic, privacy = self._publish(grid, order, n_rows, promote, use_best=use_best)
-        exchanges += 1
+        synthetic, privacy = self._publish(grid, order, n_rows, progress.promote, use_best=use_best)
+        progress.exchanges += 1
         return VFLGANResult(
             synthetic=synthetic,
-            history=history,
-            best_epoch=best_epoch,
-            best_fd=best_fd,
+            history=progress.history,
+            best_epoch=progress.best_epoch,
+            best_fd=progress.best_fd,
             steps=schedule.total_steps,
-            exchanges=exchanges,
+            exchanges=progress.exchanges,
             wall_seconds=time.monotonic() - started,
             n_rows=n_rows,
             resumed_from_step=start_step if resume else None,
@@ -466,43 +387,135 @@ class VFLGANStrategy:
             published="best_fd" if use_best else "last",
         )
 
+    def _train(
+        self,
+        grid: Grid,
+        order: Sequence[int],
+        schedule: Schedule,
+        server: ServerTrainer,
+        progress: _Progress,
+        next_step: int,
+        n_rows: int,
+        started: float,
+        server_config: str,
+    ) -> None:
+        """Exchanges from ``next_step`` to the end of ``schedule``, ``K`` steps each.
+
+        Each exchange applies the previous block's gradients (with the evaluation and
+        checkpoint due after it) and asks for the next block's features; the last one
+        only applies.
+        """
+        train = self.config.train
+        eval_rows = train.eval_rows or n_rows
+        evaluating = self.evaluate_fn is not None and train.eval_every > 0
+        pending: _Pending | None = None
+        while True:
+            last = next_step >= schedule.total_steps
+            applied = pending.block.stop - 1 if pending else None
+            epoch = schedule.epoch_of(applied) if applied is not None else 0
+            ends_epoch = applied is not None and schedule.ends_epoch(applied)
+            do_eval = (
+                evaluating
+                and applied is not None
+                and (last or (ends_epoch and epoch % train.eval_every == 0))
+            )
+            do_checkpoint = self.checkpoint_dir is not None and ends_epoch and not last
+            forward = (
+                NO_BLOCK
+                if last
+                else StepBlock(
+                    next_step, schedule.block_end(next_step, train.steps_per_exchange) - next_step
+                )
+            )
+            messages = self.configure_step(
+                order,
+                pending,
+                forward,
+                epoch if do_eval else P.NO_STEP,
+                eval_rows,
+                do_checkpoint,
+                progress.promote,
+            )
+            replies = self.exchange(
+                grid, messages, forward.describe() if not last else "last apply"
+            )
+            progress.exchanges += 1
+            progress.promote = False
+            if do_eval:
+                assert applied is not None
+                self._evaluate(
+                    replies, order, eval_rows, epoch, applied + 1, schedule, progress, started
+                )
+            if do_checkpoint:
+                self._checkpoint(server, next_step, progress, server_config)
+            if last:
+                return
+            features = self.aggregate_step(replies, order, forward, schedule)
+            pending = _Pending(forward, server_block(server, schedule, forward, features))
+            next_step = forward.stop
+
+    def _evaluate(
+        self,
+        replies: Mapping[int, Message],
+        order: Sequence[int],
+        eval_rows: int,
+        epoch: int,
+        step: int,
+        schedule: Schedule,
+        progress: _Progress,
+        started: float,
+    ) -> None:
+        """Score the parties' evaluation rows; mark the best generators for promotion."""
+        assert self.evaluate_fn is not None
+        metrics = dict(self.evaluate_fn(self._eval_blocks(replies, order, eval_rows)))
+        fd = float(metrics["fd"])
+        record = {"epoch": epoch, "step": step, "fd": fd, "elapsed": time.monotonic() - started}
+        progress.history.append(record)
+        if progress.best_fd is None or fd < progress.best_fd:
+            progress.best_fd, progress.best_epoch, progress.promote = fd, epoch, True
+        log.info(
+            "epoch %d step %d FD %.4f (best %.4f at epoch %s)",
+            epoch,
+            step,
+            fd,
+            progress.best_fd,
+            progress.best_epoch,
+        )
+        if self.progress is not None:
+            self.progress(
+                {**record, "best_fd": progress.best_fd, "total_steps": schedule.total_steps}
+            )
+
+    def _checkpoint(
+        self, server: ServerTrainer, next_step: int, progress: _Progress, server_config: str
+    ) -> None:
+        assert self.checkpoint_dir is not None
+        save_server_checkpoint(
+            self.checkpoint_dir,
+            next_step,
+            {"flat": server.state.to_numpy()},
+            {
+                "optimizer_steps": server.state.optimizer_steps(),
+                "history": progress.history,
+                "best_fd": progress.best_fd,
+                "best_epoch": progress.best_epoch,
+                "exchanges": progress.exchanges,
+                "promote": progress.promote,
+                "config": server_config,
+            },
+        )
+
     def _publish(
         self, grid: Grid, order: Sequence[int], n_rows: int, promote: bool, use_best: bool
     ) -> tuple[pd.DataFrame, list[dict]]:
         rows = self.publish_rows or n_rows
-        messages = [
-            Message(
-                RecordDict(
-                    {
-                        P.CONFIG: ConfigRecord(
-                            {
-                                "n_rows": rows,
-                                "draw": PUBLISH_DRAW,
-                                "use_best": use_best,
-                                "promote_best": promote,
-                            }
-                        )
-                    }
-                ),
-                node,
-                P.GENERATE,
-            )
-            for node in order
-        ]
-        replies = exchange(
-            grid,
-            messages,
-            poll_interval=self.poll_interval,
-            timeout=self.timeout,
-            describe="publication",
-        )
+        content = GenerateInstruction(rows, PUBLISH_DRAW, use_best, promote).to_content()
+        messages = [Message(content, node, P.GENERATE) for node in order]
+        replies = self.exchange(grid, messages, "publication")
         table, privacy = collect_published(replies, order, rows, self.config.dp.enabled)
         # Shuffle rows before publication so row order reveals nothing about the noise draws.
         permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
         return table.iloc[permutation].reset_index(drop=True), privacy
-
-    def _wait_for_nodes(self, grid: Grid) -> list[int]:
-        return wait_for_nodes(grid, self.n_parties, self.node_wait_timeout)
 
     def _load_checkpoint(self, server_config: str) -> tuple[dict, dict] | None:
         if self.checkpoint_dir is None:

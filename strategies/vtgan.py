@@ -38,7 +38,12 @@ from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
-from .exchange import RunStopped, check_strategy_args, exchange, setup_replies, wait_for_nodes
+from .base import VerticalStrategy
+from .exchange import (
+    DEFAULT_POLL_INTERVAL,
+    RunStopped,
+    setup_replies,
+)
 from .traffic import Traffic
 from .vflgan import PUBLISH_DRAW, VFLGANResult, collect_published
 
@@ -77,7 +82,7 @@ class _Run:
         self.sums.setdefault(key, []).append(value)
 
 
-class VTGANStrategy:
+class VTGANStrategy(VerticalStrategy):
     """Server of a VT-GAN run.
 
     Parameters
@@ -108,7 +113,7 @@ class VTGANStrategy:
         seed: int = 0,
         data_spec: DataSpec | None = None,
         publish_rows: int | None = None,
-        poll_interval: float = 0.001,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
         timeout: float = 600.0,
         node_wait_timeout: float = 120.0,
         progress: Callable[[dict[str, float]], None] | None = None,
@@ -116,14 +121,15 @@ class VTGANStrategy:
     ) -> None:
         if not config.is_vtgan:
             raise ValueError(f"VTGANStrategy trains vtgan, got variant {config.variant.value!r}")
-        check_strategy_args(
-            n_parties,
-            data_spec.n_parties if data_spec is not None else None,
-            publish_rows,
-            poll_interval,
-            timeout,
-            node_wait_timeout,
-            seed,
+        super().__init__(
+            n_parties=n_parties,
+            seed=seed,
+            data_spec=data_spec,
+            publish_rows=publish_rows,
+            poll_interval=poll_interval,
+            timeout=timeout,
+            node_wait_timeout=node_wait_timeout,
+            progress=progress,
             min_parties=1,
         )
         if config.dp.enabled and config.dp.mechanism.value != "dpsgd":
@@ -137,14 +143,6 @@ class VTGANStrategy:
                 "dp.sampling=poisson is not supported for algorithm=vtgan"
             )
         self.config = config
-        self.n_parties = n_parties
-        self.seed = seed
-        self.data_spec = data_spec
-        self.publish_rows = publish_rows
-        self.poll_interval = poll_interval
-        self.timeout = timeout
-        self.node_wait_timeout = node_wait_timeout
-        self.progress = progress
         self.noise_seed = noise_seed
         self.traffic = Traffic()
         self.count_columns: tuple[int, ...] = ()
@@ -158,16 +156,6 @@ class VTGANStrategy:
             f"shuffle={v.shuffle}, dp={self.config.dp.mechanism.value})"
         )
 
-    def _exchange(self, grid: Grid, messages: list[Message], describe: str) -> dict[int, Message]:
-        return exchange(
-            grid,
-            messages,
-            poll_interval=self.poll_interval,
-            timeout=self.timeout,
-            describe=describe,
-        )
-
-    # -- setup ----------------------------------------------------------------------------
     def configure_setup(self, node_ids: Sequence[int]) -> list[Message]:
         """Setup messages: configuration and data spec; never a shared seed."""
         values: dict[str, int | str] = {
@@ -216,7 +204,7 @@ class VTGANStrategy:
                 }
             )
             messages.append(Message(RecordDict({P.CONFIG: record}), node, P.VT_BUILD))
-        replies = self._exchange(grid, messages, "build")
+        replies = self.exchange(grid, messages, "build")
         for i, node in enumerate(order):
             width = get_field(get_config(replies[node].content, P.CONFIG), "feature_dim", int)
             if width != server.feature_dims[i]:
@@ -315,9 +303,9 @@ class VTGANStrategy:
         """
         started = time.monotonic()
         log.info("%s", self.summary())
-        nodes = wait_for_nodes(grid, self.n_parties, self.node_wait_timeout)
+        nodes = self.wait_for_nodes(grid)
         order, n_rows, shapes = self.aggregate_setup(
-            self._exchange(grid, self.configure_setup(nodes), "setup")
+            self.exchange(grid, self.configure_setup(nodes), "setup")
         )
         train = self.config.train
         schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
@@ -375,7 +363,7 @@ class VTGANStrategy:
         describe: str,
     ) -> dict[int, Message]:
         messages = self._step_messages(run.order, pending, forward, condition)
-        replies = self._exchange(run.grid, messages, describe)
+        replies = self.exchange(run.grid, messages, describe)
         applied = run.schedule.kind(pending.step).value if pending else "d"
         ahead = run.schedule.kind(forward[0]).value if forward else applied
         self.traffic.count((applied, ahead), messages, replies, run.order)
@@ -504,7 +492,7 @@ class VTGANStrategy:
             )
             for i, node in enumerate(order)
         ]
-        replies = self._exchange(grid, messages, "publication conditions")
+        replies = self.exchange(grid, messages, "publication conditions")
         parts = {}
         for i, node in enumerate(order):
             if counts[i] == 0:
@@ -527,6 +515,6 @@ class VTGANStrategy:
                 }
             )
             messages.append(Message(content, node, P.VT_GENERATE))
-        replies = self._exchange(grid, messages, "publication")
+        replies = self.exchange(grid, messages, "publication")
         table, spent = collect_published(replies, order, rows, self.config.dp.enabled)
         return table, spent

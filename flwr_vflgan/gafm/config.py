@@ -88,6 +88,9 @@ class GAFMSettings:
         by 1.5 until it holds (the reference's dynamic mode).
     eval_every
         Epochs between test-AUC and leak-AUC records in the history (0: only the end).
+    steps_per_exchange
+        ``K``: training steps (batches) carried by one exchange, never across an epoch's
+        end; 1 is Algorithm A.1 exactly (see :mod:`flwr_vflgan.gafm.training`).
     positive_label
         The label value of the positive class (default: ``1`` when the labels are 0/1,
         otherwise the rarer value).
@@ -123,6 +126,7 @@ class GAFMSettings:
     marvell_uv: UVChoice = "uv"
     marvell_sumkl_threshold: float | None = None
     eval_every: int = 10
+    steps_per_exchange: int = 1
     positive_label: str | None = None
     labels_path: str | None = None
 
@@ -142,6 +146,10 @@ class GAFMSettings:
         if self.max_steps is not None and (not _is_int(self.max_steps) or self.max_steps < 1):
             raise ValueError(
                 f"gafm.max_steps must be a positive integer or null, got {self.max_steps!r}"
+            )
+        if not _is_int(self.steps_per_exchange) or self.steps_per_exchange < 1:
+            raise ValueError(
+                f"gafm.steps_per_exchange must be a positive integer, got {self.steps_per_exchange!r}"
             )
         if not _is_int(self.eval_every) or self.eval_every < 0:
             raise ValueError(f"gafm.eval_every must be an integer >= 0, got {self.eval_every!r}")

@@ -42,13 +42,27 @@ class PartyLink(Protocol):
         """Give every party fresh models seeded by ``seed``; returns the row count."""
 
     def step(
-        self, step: int, grads: list[torch.Tensor] | None, rows: np.ndarray | None
-    ) -> list[torch.Tensor] | None:
-        """Apply ``grads`` to the parties' last forward pass, then (if ``rows``) return
-        the cut values of ``rows`` for training step ``step``."""
+        self, step: int, grads: list[list[torch.Tensor]] | None, rows: list[np.ndarray]
+    ) -> list[list[torch.Tensor]]:
+        """Apply ``grads`` (per pending step, per party, in step order) to the parties'
+        last forward passes, then return the cut values (per step, per party) of the
+        batches ``rows`` for training steps ``step, step + 1, ...``, all computed with the
+        parameters the parties hold then. An empty ``rows`` only applies."""
 
     def predict(self, rows: np.ndarray) -> list[torch.Tensor]:
         """Cut values of ``rows`` in evaluation mode."""
+
+
+def apply_block(
+    party: LocalParty,
+    steps: Sequence[int],
+    rows: Sequence[np.ndarray],
+    grads: Sequence[torch.Tensor],
+) -> None:
+    """Apply one party's gradients of a block in step order, each on a forward pass
+    recomputed with its current parameters (the first exact, later ones stale)."""
+    for step, batch, grad in zip(steps, rows, grads, strict=True):
+        party.apply(batch, step, grad)
 
 
 class PlainLink:
@@ -59,7 +73,7 @@ class PlainLink:
         self.settings = settings
         self.n_parties = len(self.features)
         self.parties: list[LocalParty] = []
-        self._last: tuple[int, np.ndarray] | None = None
+        self._last: tuple[int, list[np.ndarray]] | None = None
 
     def start(self, seed: int) -> int:
         self.parties = [LocalParty(x, self.settings, p, seed) for p, x in enumerate(self.features)]
@@ -67,19 +81,23 @@ class PlainLink:
         return self.parties[0].n_rows
 
     def step(
-        self, step: int, grads: list[torch.Tensor] | None, rows: np.ndarray | None
-    ) -> list[torch.Tensor] | None:
+        self, step: int, grads: list[list[torch.Tensor]] | None, rows: list[np.ndarray]
+    ) -> list[list[torch.Tensor]]:
         if grads is not None:
             if self._last is None:
                 raise RuntimeError("gradients arrived before any forward pass")
-            last_step, last_rows = self._last
-            for party, grad in zip(self.parties, grads, strict=True):
-                party.apply(last_rows, last_step, grad)
+            first, last_rows = self._last
+            steps = range(first, first + len(last_rows))
+            for p, party in enumerate(self.parties):
+                apply_block(party, steps, last_rows, [g[p] for g in grads])
             self._last = None
-        if rows is None:
-            return None
-        self._last = (step, rows)
-        return [party.forward(rows, step) for party in self.parties]
+        if not rows:
+            return []
+        self._last = (step, list(rows))
+        return [
+            [party.forward(batch, step + j) for party in self.parties]
+            for j, batch in enumerate(rows)
+        ]
 
     def predict(self, rows: np.ndarray) -> list[torch.Tensor]:
         return [party.predict(rows) for party in self.parties]
@@ -215,38 +233,43 @@ def train_repetition(
         LeakAccumulator(derive_seed(seed, Stream.ATTACK, 0, p)) for p in range(link.n_parties)
     ]
     history: list[dict[str, Any]] = []
-    pending: list[torch.Tensor] | None = None
+    pending: list[list[torch.Tensor]] | None = None
     step = 0
     epoch = 0
     stats: dict[str, float] = {}
     leak_parties: list[dict[str, float]] = []
     done = False
+    k = settings.steps_per_exchange
     while epoch < settings.epochs and not done:
         for acc in accumulators:
             acc.reset()
         sums: dict[str, float] = {}
         taken = 0
         batches = epoch_batches(split.train, settings.batch_size, seed, epoch)
-        for rows in batches:
-            parts = link.step(step, pending, rows)
-            assert parts is not None
-            result = label_party.train_step(parts, y[rows], step)
-            pending = result.grads
-            stats = result.stats
-            for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value
-            for acc, grad in zip(accumulators, result.grads, strict=True):
-                acc.add(grad.numpy(), labels[rows])
-            step += 1
-            taken += 1
-            if settings.max_steps is not None and step >= settings.max_steps:
-                done = True
-                break
+        if settings.max_steps is not None:
+            batches = batches[: settings.max_steps - step]
+        # An exchange carries up to K batches and never crosses the epoch's end.
+        for start in range(0, len(batches), k):
+            block = batches[start : start + k]
+            parts_block = link.step(step, pending, block)
+            pending = []
+            for rows, parts in zip(block, parts_block, strict=True):
+                result = label_party.train_step(parts, y[rows], step)
+                pending.append(result.grads)
+                stats = result.stats
+                for key, value in stats.items():
+                    sums[key] = sums.get(key, 0.0) + value
+                for acc, grad in zip(accumulators, result.grads, strict=True):
+                    acc.add(grad.numpy(), labels[rows])
+                step += 1
+                taken += 1
+        if settings.max_steps is not None and step >= settings.max_steps:
+            done = True
         epoch += 1
         leak_parties = _leak(accumulators)
         last = done or epoch == settings.epochs
         if last or (settings.eval_every and epoch % settings.eval_every == 0):
-            link.step(step, pending, None)
+            link.step(step, pending, [])
             pending = None
             scores = label_party.predict(link.predict(np.concatenate([split.train, split.test])))
             train_auc, test_auc, flipped = oriented_aucs(labels, scores, split)

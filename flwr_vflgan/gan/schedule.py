@@ -90,6 +90,24 @@ class Schedule:
         """Whether step ``step`` is the last step of its epoch."""
         return (step + 1) % self.steps_per_epoch == 0
 
+    def block_end(self, start: int, steps_per_exchange: int) -> int:
+        """One past the last step of the exchange that begins at step ``start``.
+
+        An exchange carries up to ``steps_per_exchange`` consecutive steps and never
+        crosses an epoch's end or the end of training, so every epoch starts a new
+        exchange: evaluations, checkpoints and resumption fall on exchange boundaries,
+        and the blocks of a resumed run are the blocks of an uninterrupted one.
+        """
+        if start < 0 or start >= self.total_steps:
+            raise ValueError(f"start must be in [0, {self.total_steps}), got {start}")
+        if steps_per_exchange < 1:
+            raise ValueError(f"steps_per_exchange must be >= 1, got {steps_per_exchange}")
+        epoch_end = (start // self.steps_per_epoch + 1) * self.steps_per_epoch
+        within = start % self.steps_per_epoch
+        # Blocks are counted from the epoch's first step, wherever ``start`` lies.
+        block_end = start - within % steps_per_exchange + steps_per_exchange
+        return min(block_end, epoch_end, self.total_steps)
+
     def d_steps_before(self, step: int) -> int:
         """Discriminator steps among steps ``0 .. step - 1`` (the accounted releases)."""
         if step < 0:

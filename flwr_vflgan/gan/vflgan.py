@@ -20,7 +20,6 @@ VFLGAN-base drops ``D_i^2`` and ``L_{D_i}`` (Appendix A.5).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -40,6 +39,7 @@ from flwr_vflgan.nn.models import (
 from flwr_vflgan.privacy.config import PrivacyPlan
 from flwr_vflgan.privacy.mechanisms import row_penalty
 from flwr_vflgan.privacy.updates import discriminator_update
+from flwr_vflgan.runtime.blocks import StepTensors
 from flwr_vflgan.runtime.flat import FlatState
 from flwr_vflgan.runtime.rng import (
     Stream,
@@ -50,13 +50,8 @@ from flwr_vflgan.runtime.rng import (
     uniform_alpha,
 )
 
-
-@dataclass(frozen=True)
-class PartyForward:
-    """What a party sends for one step: features of its real rows (D steps) and fakes."""
-
-    real: torch.Tensor | None
-    fake: torch.Tensor
+PartyForward = StepTensors
+"""What a party sends for one step: features of its real rows (D steps) and fakes."""
 
 
 def first_part_penalty(

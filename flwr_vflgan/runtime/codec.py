@@ -13,9 +13,17 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
+from flwr_vflgan.runtime.errors import ProtocolError
 
-class ProtocolError(ValueError):
-    """A message broke the protocol (wrong type, missing record, bad shape or values)."""
+__all__ = [
+    "ProtocolError",
+    "get_config",
+    "get_field",
+    "get_indices",
+    "get_tensor",
+    "indices_to_record",
+    "tensors_to_record",
+]
 
 
 def tensors_to_record(tensors: Mapping[str, torch.Tensor | np.ndarray]) -> ArrayRecord:

@@ -13,7 +13,7 @@ Never: raw or encoded real rows, row indices, the shared noise seed, encoder sta
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # Message types ("<category>.<action>", routed by Flower's ClientApp).
 SETUP = "query.vflgan_setup"
@@ -82,7 +82,7 @@ VT_STATE_ENCODER = "vtgan.encoder"
 # party: row count, ID digest and encoded width (setup); its cut values f_p(X_p) for the
 # requested rows. Never: labels, randomized responses or anything computed from them
 # other than the gradients; raw or encoded feature columns.
-GF_PROTOCOL_VERSION = 1
+GF_PROTOCOL_VERSION = 2
 GF_SETUP = "query.gafm_setup"
 GF_STEP = "train.gafm_step"
 GF_PREDICT = "evaluate.gafm_predict"

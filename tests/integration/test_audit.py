@@ -20,6 +20,7 @@ from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.messages import PACKED
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
 
 SHARED = 987654321123
@@ -29,10 +30,11 @@ DP = {"mechanism": "vflgan_gaussian", "target_epsilon": 10.0, "delta": 1e-5}
 
 
 def _record_run(
-    adult_small: Path, dp: dict | None = None
+    adult_small: Path, dp: dict | None = None, steps_per_exchange: int = 1
 ) -> tuple[list[Message], list[Message], list]:
     spec = DataSpec(source=str(adult_small), n_parties=2)
-    config = VFLGANConfig.from_dict({"train": {"epochs": 2, "eval_rows": 100}, "dp": dp or {}})
+    train = {"epochs": 2, "eval_rows": 100, "steps_per_exchange": steps_per_exchange}
+    config = VFLGANConfig.from_dict({"train": train, "dp": dp or {}})
     blocks = all_blocks(spec)
     log: list[Message] = []
     grid = InProcessGrid(
@@ -65,13 +67,17 @@ def _config_values(message: Message) -> list[object]:
     return values
 
 
-@pytest.mark.parametrize("dp", [None, DP], ids=["no-dp", "dp"])
+@pytest.mark.parametrize(
+    ("dp", "k"), [(None, 1), (DP, 1), (DP, 4)], ids=["no-dp", "dp", "dp-4-steps-per-exchange"]
+)
 def test_every_message_carries_only_what_the_protocol_allows(
-    adult_small: Path, dp: dict | None
+    adult_small: Path, dp: dict | None, k: int
 ) -> None:
-    to_parties, to_server, blocks = _record_run(adult_small, dp)
+    to_parties, to_server, blocks = _record_run(adult_small, dp, k)
+    # A block of k steps packs at most k x (real + fake) rows of B features each.
+    packed_rows = set(range(BATCH, 2 * BATCH * k + 1, BATCH))
     secrets = (SHARED, NOISE_SEED, NOISE_SEED + 1)
-    assert len(to_parties) == len(to_server) > 20
+    assert len(to_parties) == len(to_server) > 20 // k
     assert all(not m.has_error() for m in to_server)
 
     # Server -> parties: configuration and gradients w.r.t. the parties' features only.
@@ -80,8 +86,11 @@ def test_every_message_carries_only_what_the_protocol_allows(
         assert kind in (P.SETUP, P.STEP, P.GENERATE)
         assert set(message.content) <= {P.CONFIG, P.GRADS}
         if P.GRADS in message.content:
-            for array in message.content[P.GRADS].values():
-                assert array.dtype in ("float32", "<f4") and array.shape == (BATCH, FEATURE)
+            # One packed array: per step of the block, real (D steps) then fake rows.
+            (array,) = message.content[P.GRADS].values()
+            assert list(message.content[P.GRADS]) == [PACKED]
+            assert array.dtype in ("float32", "<f4") and array.shape[1] == FEATURE
+            assert array.shape[0] in packed_rows
         # The server never knows, so never sends, the parties' shared or noise seeds.
         for value in _config_values(message):
             assert all(value != seed and str(seed) not in str(value) for seed in secrets)
@@ -105,8 +114,8 @@ def test_every_message_carries_only_what_the_protocol_allows(
                 continue
             for key, array in record.items():
                 assert array.dtype in ("float32", "<f4"), key
-                if key in (P.REAL, P.FAKE):
-                    assert array.shape == (BATCH, FEATURE)
+                if key == PACKED:
+                    assert array.shape[1] == FEATURE and array.shape[0] in packed_rows
                 else:
                     assert key == P.ROWS and array.shape[1] in widths
         for value in _config_values(message):
@@ -127,10 +136,10 @@ def test_no_real_row_reaches_the_server(adult_small: Path) -> None:
                 party = [b.encoder.output_dim for b in blocks].index(rows.shape[1])
                 leaked = sum(r.tobytes() in encoded_rows[party] for r in rows.astype(np.float32))
                 assert leaked == 0
-            if isinstance(record, ArrayRecord) and P.REAL in record:
+            if isinstance(record, ArrayRecord) and PACKED in record:
                 # Features are D_i^1 outputs, not the (narrower) encoded rows themselves.
                 assert (
-                    record[P.REAL].shape[1] == FEATURE != min(b.encoder.output_dim for b in blocks)
+                    record[PACKED].shape[1] == FEATURE != min(b.encoder.output_dim for b in blocks)
                 )
     publications = [m for m in to_server if m.metadata.message_type == P.GENERATE]
     assert len(publications) == 2

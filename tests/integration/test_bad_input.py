@@ -15,35 +15,45 @@ from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import load_dataset, write_party_files
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import tensors_to_record
+from flwr_vflgan.runtime.messages import PACKED
 from flwr_vflgan.runtime.party_data import DataSpec
 
 CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 4, "eval_every": 0}})
+K3 = VFLGANConfig.from_dict(
+    {"train": {"epochs": 1, "max_steps": 4, "eval_every": 0, "steps_per_exchange": 3}}
+)
 
 
-def _setup_grid(adult_small: Path, **node: object) -> tuple[InProcessGrid, VFLGANStrategy]:
+def _setup_grid(
+    adult_small: Path, config: VFLGANConfig = CONFIG, **node: object
+) -> tuple[InProcessGrid, VFLGANStrategy]:
     spec = DataSpec(source=str(adult_small), n_parties=2)
     grid = InProcessGrid(
         make_client_app(), [{"partition-id": i, "shared-seed": 7, **node} for i in range(2)]
     )
-    strategy = VFLGANStrategy(CONFIG, n_parties=2, data_spec=spec)
+    strategy = VFLGANStrategy(config, n_parties=2, data_spec=spec)
     for message in strategy.configure_setup(sorted(grid.get_node_ids()), P.NO_STEP):
         grid.push_messages([message])
     return grid, strategy
 
 
-def _send(grid: InProcessGrid, node: int, fields: dict, grads: dict | None = None) -> Message:
+def _send(
+    grid: InProcessGrid, node: int, fields: dict, packed: np.ndarray | None = None
+) -> Message:
     content = RecordDict({P.CONFIG: ConfigRecord(fields)})
-    if grads is not None:
-        content[P.GRADS] = tensors_to_record(grads)
+    if packed is not None:
+        content[P.GRADS] = tensors_to_record({PACKED: packed})
     ids = list(grid.push_messages([Message(content, node, P.STEP)]))
     (reply,) = grid.pull_messages(ids)
     return reply
 
 
-def _step(apply: int, forward: int) -> dict:
+def _step(apply: int, forward: int, apply_count: int = 1, forward_count: int = 1) -> dict:
     return {
-        "apply_step": apply,
-        "forward_step": forward,
+        "apply_start": apply,
+        "apply_count": 0 if apply == P.NO_STEP else apply_count,
+        "forward_start": forward,
+        "forward_count": 0 if forward == P.NO_STEP else forward_count,
         "eval_draw": P.NO_STEP,
         "eval_rows": 0,
         "checkpoint": False,
@@ -60,19 +70,42 @@ def test_out_of_order_and_malformed_step_messages_get_error_replies(adult_small:
         and "out-of-order" in reply.error.reason
         and "expected step 0" in reply.error.reason
     )
-    reply = _send(
-        grid, node, _step(0, P.NO_STEP), {P.REAL: np.zeros((64, 128)), P.FAKE: np.zeros((64, 128))}
-    )
+    # Step 0 is a discriminator step: real then fake features, 64 rows each.
+    reply = _send(grid, node, _step(0, P.NO_STEP), np.zeros((128, 128)))
     assert reply.has_error() and "apply step 0" in reply.error.reason
     assert not _send(grid, node, _step(P.NO_STEP, 0)).has_error()
-    reply = _send(grid, node, _step(0, 1), {P.REAL: np.zeros((64, 7)), P.FAKE: np.zeros((64, 128))})
-    assert reply.has_error() and "must have shape (64, 128)" in reply.error.reason
-    bad = np.zeros((64, 128))
+    reply = _send(grid, node, _step(0, 1), np.zeros((128, 7)))
+    assert reply.has_error() and "must have shape (128, 128)" in reply.error.reason
+    reply = _send(grid, node, _step(0, 1), np.zeros((64, 128)))
+    assert reply.has_error() and "must have shape (128, 128)" in reply.error.reason
+    bad = np.zeros((128, 128))
     bad[3, 5] = np.nan
-    reply = _send(grid, node, _step(0, 1), {P.REAL: bad, P.FAKE: np.zeros((64, 128))})
+    reply = _send(grid, node, _step(0, 1), bad)
     assert reply.has_error() and "non-finite" in reply.error.reason
-    reply = _send(grid, node, {"apply_step": 0})
-    assert reply.has_error() and "forward_step" in reply.error.reason
+    reply = _send(grid, node, {"apply_start": 0})
+    assert reply.has_error() and "apply_count" in reply.error.reason
+    reply = _send(grid, node, _step(0, 1, apply_count=-2))
+    assert reply.has_error() and "invalid step block" in reply.error.reason
+
+
+def test_blocks_longer_than_steps_per_exchange_are_refused(adult_small: Path) -> None:
+    """A party computes exactly the blocks its own train.steps_per_exchange defines."""
+    grid, _ = _setup_grid(adult_small)
+    node = sorted(grid.get_node_ids())[0]
+    reply = _send(grid, node, _step(P.NO_STEP, 0, forward_count=3))
+    assert reply.has_error() and "steps_per_exchange=1" in reply.error.reason
+    grid, _ = _setup_grid(adult_small, config=K3)
+    reply = _send(grid, node, _step(P.NO_STEP, 0, forward_count=4))
+    assert reply.has_error() and "ends before step 3" in reply.error.reason
+    reply = _send(grid, node, _step(P.NO_STEP, 0, forward_count=3))
+    assert not reply.has_error()
+    # Three discriminator steps of 64 rows each: 3 x (64 real + 64 fake) rows.
+    assert reply.content[P.FEATURES][PACKED].shape == (384, 128)
+    assert reply.content[P.CONFIG]["batch_rows"] == [64, 64, 64]
+    reply = _send(grid, node, _step(0, 3, apply_count=3), np.zeros((256, 128)))
+    assert reply.has_error() and "must have shape (384, 128)" in reply.error.reason
+    reply = _send(grid, node, _step(0, 3, apply_count=3, forward_count=1), np.zeros((384, 128)))
+    assert not reply.has_error() and reply.content[P.CONFIG]["forward_count"] == 1
 
 
 def test_a_step_before_setup_is_refused(adult_small: Path) -> None:

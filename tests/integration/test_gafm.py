@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +79,25 @@ def test_flower_run_equals_the_plain_loop(method: Method) -> None:
     assert result.n_rows == 4601 and 0.39 < result.positive_rate < 0.40
 
 
+def test_k_steps_per_exchange_over_flower_equal_the_plain_loop_at_the_same_k() -> None:
+    """13 batches an epoch in blocks of 5 (5, 5, 3): messages, packing and restored state
+    change nothing, and K = 5 trains differently from K = 1 (stale gradients)."""
+    settings = replace(SHORT, steps_per_exchange=5, repetitions=1)
+    result = _strategy(SPAMBASE, Method.GAFM, settings).start(_grid(2))
+    features = [b.encoded for b in all_features(SPAMBASE)]
+    labels, _ = binary_labels(_labels(SPAMBASE)[0].to_numpy())
+    plain = train_repetition(Method.GAFM, settings, labels, PlainLink(features, settings), 7)
+    (flower,) = result.repetitions
+    assert flower.steps == plain.steps == 39
+    assert (
+        flower.test_auc == plain.test_auc and flower.leak_auc_per_party == plain.leak_auc_per_party
+    )
+    # Per epoch 3 blocks; the epoch-2 record and the end each add an apply and a prediction.
+    assert result.exchanges == 1 + 3 * 3 + 2 + 2
+    one = train_repetition(Method.GAFM, SHORT, labels, PlainLink(features, SHORT), 7)
+    assert one.test_auc != plain.test_auc
+
+
 def test_short_gafm_on_spambase_is_useful_and_leaks_less_than_vanilla() -> None:
     spec = DataSpec(source="spambase", n_parties=1, data_dir=str(SHARED_DATASETS))
     features = [b.encoded for b in all_features(spec)]
@@ -111,9 +131,12 @@ def _config(message: Message) -> dict[str, object]:
     return out
 
 
-def test_audit_labels_never_reach_a_party_and_features_never_reach_the_server() -> None:
+@pytest.mark.parametrize("k", [1, 3])
+def test_audit_labels_never_reach_a_party_and_features_never_reach_the_server(k: int) -> None:
     log: list[Message] = []
-    settings = GAFMSettings(epochs=2, batch_size=512, repetitions=1, eval_every=1)
+    settings = GAFMSettings(
+        epochs=2, batch_size=512, repetitions=1, eval_every=1, steps_per_exchange=k
+    )
     _strategy(SPAMBASE, Method.GAFM, settings).start(_grid(2, log))
     to_parties = [m for m in log if m.metadata.reply_to_message_id == ""]
     replies = [m for m in log if m.metadata.reply_to_message_id != ""]
@@ -123,7 +146,7 @@ def test_audit_labels_never_reach_a_party_and_features_never_reach_the_server() 
     allowed_to_party = {f"{P.GRADS}.{P.CUT}", f"{P.ROW_INDICES}.{P.ROW_INDICES}"}
     allowed_config = {
         "config.protocol_version", "config.settings", "config.data_spec", "config.label",
-        "config.seed", "config.step", "config.apply", "config.forward",
+        "config.seed", "config.step", "config.apply", "config.forward", "config.batch_rows",
     }  # fmt: skip
     for message in to_parties:
         arrays = _arrays(message)
@@ -229,3 +252,36 @@ def test_bad_input_is_refused_with_a_reason(tmp_path: Path) -> None:
     )  # fmt: skip
     with pytest.raises(RunStopped, match="contains the label column 'spam'"):
         strategy.start(grid)
+
+
+def test_malformed_blocks_get_error_replies() -> None:
+    """A party checks a block's batch sizes against its own gafm.steps_per_exchange and
+    the row indices against their sum."""
+    from flwr.app import RecordDict
+
+    from flwr_vflgan.runtime.codec import indices_to_record
+
+    settings = GAFMSettings(epochs=1, batch_size=256, repetitions=1, steps_per_exchange=2)
+    from flwr_vflgan.strategies.gafm import _FlowerLink
+
+    grid = _grid(2)
+    node = sorted(grid.get_node_ids())[0]
+    # The parties are set up through the real setup exchange.
+    _FlowerLink(_strategy(SPAMBASE, Method.GAFM, settings), grid, [node, node + 1]).start(7)
+
+    def send(sizes: list[int], rows: int) -> Message:
+        fields = {"step": 0, "apply": False, "forward": True, "batch_rows": sizes}
+        content = RecordDict({P.CONFIG: ConfigRecord(fields)})
+        content[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: np.arange(rows)})
+        (reply,) = grid.pull_messages(list(grid.push_messages([Message(content, node, P.GF_STEP)])))
+        return reply
+
+    reply = send([4, 4, 4], 12)
+    assert (
+        reply.has_error() and "1 to gafm.steps_per_exchange=2 batches, got 3" in reply.error.reason
+    )
+    reply = send([4, 0], 4)
+    assert reply.has_error() and "at least one row" in reply.error.reason
+    reply = send([4, 4], 7)
+    assert reply.has_error() and "must have shape (8,)" in reply.error.reason
+    assert not send([4, 4], 8).has_error()

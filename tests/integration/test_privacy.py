@@ -231,9 +231,11 @@ def test_poisson_dp_sgd_sends_variable_batches_and_accounts_add_remove(adult_sma
     result = _run(spec, config, grid)
     steps = [m for m in log if m.metadata.message_type == P.STEP and m.metadata.reply_to_message_id]
     sizes: dict[str, list[int]] = {}
+    schedule = Schedule(ROWS, 64, 5, 1)
     for m in steps:
-        if P.FEATURES in m.content and P.REAL in m.content[P.FEATURES]:
-            sizes.setdefault(m.metadata.group_id, []).append(m.content[P.FEATURES][P.REAL].shape[0])
+        config = m.content[P.CONFIG]
+        if config["forward_count"] and schedule.kind(config["forward_start"]) == "d":
+            sizes.setdefault(m.metadata.group_id, []).append(config["batch_rows"][0])
     per_step = list(sizes.values())
     assert len(per_step) == 10  # one epoch: 640 // 64 D steps
     assert all(len(set(pair)) == 1 for pair in per_step)  # the parties agree on every batch
@@ -245,3 +247,52 @@ def test_poisson_dp_sgd_sends_variable_batches_and_accounts_add_remove(adult_sma
             [GaussianSteps(ROWS, 64, party["noise_multiplier"], 10, Sampling.POISSON)], 1e-4
         )
         assert party["epsilon"] == pytest.approx(expected) and party["epsilon"] <= 8.0
+
+
+@pytest.mark.parametrize(
+    "dp",
+    [GAUSSIAN, {"mechanism": "dpsgd", "target_epsilon": 4.0, "delta": 1e-4, "max_grad_norm": 0.5}],
+    ids=["vflgan_gaussian", "dpsgd"],
+)
+def test_k_steps_per_exchange_release_exactly_what_one_step_per_exchange_releases(
+    adult_small: Path, dp: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mechanism runs once per discriminator step whatever K: counted at the mechanism
+    itself, and in each party's own account of its spend."""
+    import flwr_vflgan.privacy.updates as updates
+
+    calls: list[tuple[int, int]] = []
+    for cls in (updates.FirstLayerUpdate, updates.PerSampleUpdate):
+        original = cls.__call__
+
+        def spy(self, *args, _original=original, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append((id(self), args[-1]))  # the step number is the last argument
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__call__", spy)
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    privacy, released = {}, {}
+    for k in (1, 4):
+        calls.clear()
+        result = _run(spec, _config(dp, steps_per_exchange=k))
+        privacy[k] = result.privacy
+        released[k] = sorted(step for _, step in calls)
+    schedule = Schedule(ROWS, 64, 5, 2)
+    d_steps = [t for t in range(schedule.total_steps) if schedule.kind(t) == "d"]
+    # Two parties, each applies its mechanism once per discriminator step.
+    assert released[1] == released[4] == sorted(d_steps * 2)
+    assert privacy[4] == privacy[1]
+    assert all(p["steps"] == len(d_steps) for p in privacy[4])
+
+
+def test_a_budget_cut_inside_a_block_stops_at_the_same_step(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    # sigma 2 allows 26 discriminator steps of 640 rows at epsilon 3: training stops after
+    # 31 steps (26 D + 5 G), inside the exchange of steps 29-33 at K = 5 (epochs of 12).
+    dp = {**GAUSSIAN, "target_epsilon": 3.0, "noise_multiplier": 2.0}
+    one = _run(spec, _config(dp, epochs=20, eval_every=0))
+    five = _run(spec, _config(dp, epochs=20, eval_every=0, steps_per_exchange=5))
+    assert one.steps == Schedule(ROWS, 64, 5, 20).last_step_within(26) == 31
+    assert five.budget_stop == one.budget_stop is not None
+    assert five.steps == one.steps and five.privacy == one.privacy
+    assert five.exchanges < one.exchanges

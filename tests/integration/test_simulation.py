@@ -51,11 +51,17 @@ def _run(runtime: str, out: Path, *extra: str) -> dict:
 
 
 @pytest.mark.slow
-def test_simulation_engine_gives_the_same_synthetic_table_as_in_process(tmp_path: Path) -> None:
-    simulated = _run("simulation", tmp_path / "sim")
-    local = _run("inprocess", tmp_path / "local")
+@pytest.mark.parametrize(("k", "exchanges"), [(1, 23), (4, 8)])
+def test_simulation_engine_gives_the_same_synthetic_table_as_in_process(
+    tmp_path: Path, k: int, exchanges: int
+) -> None:
+    """Also at 4 steps per exchange: 20 steps in 5 blocks, plus setup, the last apply and
+    publication."""
+    blocks = f"train.steps_per_exchange={k}"
+    simulated = _run("simulation", tmp_path / "sim", blocks)
+    local = _run("inprocess", tmp_path / "local", blocks)
     assert simulated["runtime"] == "simulation" and simulated["steps"] == 20
-    assert simulated["exchanges"] == 23
+    assert simulated["exchanges"] == local["exchanges"] == exchanges
     # The protocol does the same math whatever carries the messages: same seeds, same table.
     sim_table = pd.read_csv(tmp_path / "sim" / "synthetic.csv")
     local_table = pd.read_csv(tmp_path / "local" / "synthetic.csv")

@@ -72,7 +72,7 @@ def test_model_config_accepts_empty_discriminator_hidden_layers_and_lists():
 
 
 # -- TrainConfig -----------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["epochs", "batch_size", "n_critic"])
+@pytest.mark.parametrize("name", ["epochs", "batch_size", "n_critic", "steps_per_exchange"])
 @pytest.mark.parametrize("value", [0, -1, 2.0, True, None])
 def test_train_config_rejects_non_positive_counts(name, value):
     with pytest.raises(ValueError, match=rf"{name} must be a positive integer, got {value!r}"):
@@ -201,3 +201,15 @@ def test_to_dict_from_dict_round_trip_through_json():
 def test_configs_are_frozen():
     with pytest.raises(AttributeError):
         VFLGANConfig().train.epochs = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("variant", ["vtgan", "ctgan", "gafm", "splitnn"])
+def test_steps_per_exchange_above_one_is_refused_outside_the_vflgan_family(variant):
+    with pytest.raises(ValueError, match=rf"steps_per_exchange=4: {variant} exchanges one step"):
+        VFLGANConfig.from_dict({"variant": variant, "train": {"steps_per_exchange": 4}})
+
+
+def test_steps_per_exchange_defaults_to_algorithm_1():
+    assert TrainConfig().steps_per_exchange == 1
+    config = VFLGANConfig.from_dict({"variant": "vflgan_base", "train": {"steps_per_exchange": 16}})
+    assert config.train.steps_per_exchange == 16

@@ -155,3 +155,33 @@ def test_budget_schedule_stops_after_the_tightest_partys_last_step():
     )
     with pytest.raises(ValueError, match="allows 0 discriminator steps"):
         budget_schedule(s, {0: 0})
+
+
+def test_exchange_blocks_by_hand_never_cross_an_epoch():
+    s = Schedule(n_rows=50, batch_size=10, n_critic=2, epochs=2)  # 7 steps per epoch
+    # K = 3: steps 0-2, 3-5, then 6 alone (the epoch ends), then the same in epoch 2.
+    ends = []
+    step = 0
+    while step < s.total_steps:
+        step = s.block_end(step, 3)
+        ends.append(step)
+    assert ends == [3, 6, 7, 10, 13, 14]
+    assert [s.block_end(t, 1) for t in range(14)] == list(range(1, 15))
+    # A block is counted from its epoch's first step, wherever the asked step lies.
+    assert s.block_end(8, 3) == 10 and s.block_end(9, 3) == 10
+    assert s.block_end(0, 100) == 7 and s.block_end(7, 100) == 14
+
+
+def test_exchange_blocks_end_at_max_steps():
+    s = Schedule(n_rows=50, batch_size=10, n_critic=2, epochs=2, max_steps=5)
+    assert s.block_end(0, 4) == 4 and s.block_end(4, 4) == 5
+
+
+@pytest.mark.parametrize(
+    ("start", "k", "message"),
+    [(-1, 2, r"start must be in \[0, 14\)"), (14, 2, "start must be"), (0, 0, ">= 1")],
+)
+def test_exchange_blocks_reject(start, k, message):
+    s = Schedule(n_rows=50, batch_size=10, n_critic=2, epochs=2)
+    with pytest.raises(ValueError, match=message):
+        s.block_end(start, k)

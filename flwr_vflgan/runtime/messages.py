@@ -1,0 +1,405 @@
+"""VFLGAN's wire messages as typed dataclasses, encoded to and decoded from Flower records.
+
+Both sides use these classes: the strategy builds instructions and reads replies, the
+party reads instructions and builds replies, and no record key or field name is written
+anywhere else. Decoding validates on arrival (types of fields, dtypes, shapes and finite
+values of arrays) and raises :class:`~flwr_vflgan.runtime.codec.ProtocolError`, which a
+party turns into a Flower error reply and the strategy into ``RunStopped``.
+
+A step message carries a *block* of ``K`` consecutive steps (``train.steps_per_exchange``):
+the instruction the gradients of the block the party sent features for last time, the
+reply the features of the next block. All of a block's tensors travel as **one** float32
+array (one object per message on Flower's transports), laid out step after step, each
+step's real-row features (discriminator steps) followed by its fake-row features; the
+row count of each step rides along so the receiver can split and check it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from flwr.app import ConfigRecord, RecordDict
+
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.blocks import (
+    NO_BLOCK,
+    StepBlock,
+    StepLayout,
+    StepTensors,
+    pack_steps,
+    unpack_steps,
+)
+from flwr_vflgan.runtime.codec import (
+    ProtocolError,
+    get_config,
+    get_field,
+    get_tensor,
+    tensors_to_record,
+)
+
+__all__ = [
+    "NO_BLOCK",
+    "PACKED",
+    "GenerateInstruction",
+    "GenerateReply",
+    "SetupInstruction",
+    "SetupReply",
+    "StepBlock",
+    "StepInstruction",
+    "StepLayout",
+    "StepReply",
+    "StepTensors",
+    "read_packed",
+]
+
+PACKED = "packed"
+"""ArrayRecord key of a block's packed features or gradients."""
+
+
+def _int(record: ConfigRecord, key: str) -> int:
+    return int(get_field(record, key, int))  # type: ignore[call-overload]
+
+
+def _bool(record: ConfigRecord, key: str) -> bool:
+    return bool(get_field(record, key, bool))
+
+
+def _str(record: ConfigRecord, key: str) -> str:
+    return str(get_field(record, key, str))
+
+
+def _bytes(record: ConfigRecord, key: str) -> bytes:
+    value = get_field(record, key, bytes)
+    assert isinstance(value, bytes)  # checked by get_field
+    return value
+
+
+def read_packed(
+    content: RecordDict, record: str, layout: Sequence[StepLayout], width: int
+) -> list[StepTensors]:
+    """The validated, unpacked block of record ``record`` (float32, finite, right shape)."""
+    total = sum(step.packed_rows for step in layout)
+    return unpack_steps(get_tensor(content, record, PACKED, (total, width)), layout)
+
+
+# -- setup -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SetupInstruction:
+    """Server -> party: the configuration and where to start. Never the shared seed."""
+
+    algorithm: str
+    """The algorithm configuration as JSON (``VFLGANConfig.to_dict``)."""
+    data_spec: str
+    """The data spec as JSON in simulation; empty where parties read their own files."""
+    resume_step: int
+    run_seed: int
+    checkpoint_root: str
+    protocol_version: int = P.PROTOCOL_VERSION
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        return RecordDict(
+            {
+                P.CONFIG: ConfigRecord(
+                    {
+                        "protocol_version": self.protocol_version,
+                        "algorithm": self.algorithm,
+                        "data_spec": self.data_spec,
+                        "resume_step": self.resume_step,
+                        "run_seed": self.run_seed,
+                        "checkpoint_root": self.checkpoint_root,
+                    }
+                )
+            }
+        )
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> SetupInstruction:
+        """Decode and check the protocol version.
+
+        Raises
+        ------
+        ProtocolError
+            A field is missing or mistyped, or the server speaks another protocol version.
+        """
+        cfg = get_config(content, P.CONFIG)
+        version = _int(cfg, "protocol_version")
+        if version != P.PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"server speaks protocol {version}, this party {P.PROTOCOL_VERSION}"
+            )
+        root = cfg.get("checkpoint_root", "") if "checkpoint_root" in cfg else ""
+        return cls(
+            algorithm=_str(cfg, "algorithm"),
+            data_spec=_str(cfg, "data_spec"),
+            resume_step=_int(cfg, "resume_step"),
+            run_seed=_int(cfg, "run_seed"),
+            checkpoint_root=str(root),
+            protocol_version=version,
+        )
+
+
+@dataclass(frozen=True)
+class SetupReply:
+    """Party -> server: partition id, row count, ID digest, DP allowance (-1: no DP)."""
+
+    partition_id: int
+    n_rows: int
+    id_digest: str
+    dp_allowed_steps: int
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        return RecordDict(
+            {
+                P.CONFIG: ConfigRecord(
+                    {
+                        "partition_id": self.partition_id,
+                        "n_rows": self.n_rows,
+                        "id_digest": self.id_digest,
+                        "dp_allowed_steps": self.dp_allowed_steps,
+                    }
+                )
+            }
+        )
+
+    @classmethod
+    def allowed_steps(cls, cfg: ConfigRecord) -> int:
+        """The ``dp_allowed_steps`` field of a setup reply's config record (the common
+        fields are checked by ``strategies.exchange.setup_replies``)."""
+        return _int(cfg, "dp_allowed_steps")
+
+
+# -- training steps ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepInstruction:
+    """Server -> party: apply the gradients of ``apply``, optionally evaluate, keep the
+    best generator, checkpoint, then compute the features of ``forward``."""
+
+    apply: StepBlock = NO_BLOCK
+    forward: StepBlock = NO_BLOCK
+    eval_draw: int = P.NO_STEP
+    eval_rows: int = 0
+    checkpoint: bool = False
+    promote_best: bool = False
+    grads: Sequence[StepTensors] = field(default_factory=tuple)
+    """Gradients of ``apply``'s steps, in step order (empty when ``apply`` is)."""
+
+    def __post_init__(self) -> None:
+        if len(self.grads) != self.apply.count:
+            raise ValueError(
+                f"{self.apply.describe()} needs {self.apply.count} gradients, got {len(self.grads)}"
+            )
+
+    def to_content(self) -> RecordDict:
+        """The message content: one config record and, with gradients, one array."""
+        content = RecordDict(
+            {
+                P.CONFIG: ConfigRecord(
+                    {
+                        "apply_start": self.apply.start,
+                        "apply_count": self.apply.count,
+                        "forward_start": self.forward.start,
+                        "forward_count": self.forward.count,
+                        "eval_draw": self.eval_draw,
+                        "eval_rows": self.eval_rows,
+                        "checkpoint": self.checkpoint,
+                        "promote_best": self.promote_best,
+                    }
+                )
+            }
+        )
+        if self.grads:
+            content[P.GRADS] = tensors_to_record({PACKED: pack_steps(self.grads)})
+        return content
+
+    @classmethod
+    def from_content(
+        cls, content: RecordDict, layout_of: Callable[[StepBlock], list[StepLayout]], width: int
+    ) -> StepInstruction:
+        """Decode; ``layout_of`` gives the party's own layout of the apply block (it knows
+        its batch sizes), against which the gradients are checked.
+
+        Raises
+        ------
+        ProtocolError
+            A field is missing or mistyped, a block is malformed, or the gradients do not
+            match the block's layout.
+        """
+        cfg = get_config(content, P.CONFIG)
+        apply = StepBlock(_int(cfg, "apply_start"), _int(cfg, "apply_count"))
+        forward = StepBlock(_int(cfg, "forward_start"), _int(cfg, "forward_count"))
+        eval_draw = _int(cfg, "eval_draw")
+        eval_rows = _int(cfg, "eval_rows")
+        checkpoint, promote = _bool(cfg, "checkpoint"), _bool(cfg, "promote_best")
+        grads: list[StepTensors] = []
+        if not apply.empty:
+            grads = read_packed(content, P.GRADS, layout_of(apply), width)
+        return cls(apply, forward, eval_draw, eval_rows, checkpoint, promote, tuple(grads))
+
+
+@dataclass(frozen=True)
+class StepReply:
+    """Party -> server: the features of the ``forward`` block and, when asked, the
+    encoded synthetic rows of an evaluation."""
+
+    forward: StepBlock = NO_BLOCK
+    rows: Sequence[int] = ()
+    """Batch rows of each step of ``forward`` (a Poisson batch's size varies)."""
+    features: Sequence[StepTensors] = ()
+    eval_rows: np.ndarray | None = None
+
+    def to_content(self) -> RecordDict:
+        """The message content: one config record and at most one array record."""
+        fields: dict[str, int | list[int]] = {
+            "forward_start": self.forward.start,
+            "forward_count": self.forward.count,
+        }
+        if self.rows:  # an empty list has no type on Flower's wire
+            fields["batch_rows"] = [int(r) for r in self.rows]
+        content = RecordDict({P.CONFIG: ConfigRecord(fields)})  # type: ignore[arg-type]
+        arrays: dict[str, np.ndarray] = {}
+        if self.features:
+            arrays[PACKED] = pack_steps(self.features)
+        if self.eval_rows is not None:
+            arrays[P.ROWS] = self.eval_rows
+        if arrays:
+            content[P.FEATURES] = tensors_to_record(arrays)
+        return content
+
+    @classmethod
+    def read_features(
+        cls,
+        content: RecordDict,
+        expected: StepBlock,
+        kinds: Sequence[bool],
+        fixed_rows: int | None,
+        width: int,
+    ) -> tuple[list[int], list[StepTensors]]:
+        """The batch rows and features of block ``expected``.
+
+        ``kinds`` says which of its steps are discriminator steps; ``fixed_rows`` is the
+        batch size every step must have (``None``: a discriminator step's size is the
+        party's to say, as with Poisson sampling; generator steps still have
+        ``fixed_rows`` or, if ``None``, any size).
+
+        Raises
+        ------
+        ProtocolError
+            The reply is for another block, or its rows or features are malformed.
+        """
+        cfg = get_config(content, P.CONFIG)
+        got = StepBlock(_int(cfg, "forward_start"), _int(cfg, "forward_count"))
+        if got != expected:
+            raise ProtocolError(f"reply carries {got.describe()}, expected {expected.describe()}")
+        rows_field = get_field(cfg, "batch_rows", list)
+        assert isinstance(rows_field, list)  # checked by get_field
+        if not all(isinstance(r, int) and not isinstance(r, bool) for r in rows_field):
+            raise ProtocolError(f"batch_rows must list integers, got {rows_field}")
+        rows = [int(r) for r in rows_field]
+        if len(rows) != expected.count or any(r < 0 for r in rows):
+            raise ProtocolError(
+                f"batch_rows must list {expected.count} non-negative counts, got {rows}"
+            )
+        if fixed_rows is not None and any(r != fixed_rows for r in rows):
+            raise ProtocolError(f"every batch must have {fixed_rows} rows, got {rows}")
+        layout = [StepLayout(d, r) for d, r in zip(kinds, rows, strict=True)]
+        return rows, read_packed(content, P.FEATURES, layout, width)
+
+    @classmethod
+    def read_eval_rows(cls, content: RecordDict, rows: int) -> np.ndarray:
+        """The encoded synthetic rows of an evaluation, ``(rows, any width)``."""
+        return get_tensor(content, P.FEATURES, P.ROWS, (rows, None)).numpy()
+
+
+# -- publication -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GenerateInstruction:
+    """Server -> party: decode ``n_rows`` synthetic rows of noise draw ``draw``, from the
+    best generator (``use_best``) or the last."""
+
+    n_rows: int
+    draw: int
+    use_best: bool
+    promote_best: bool
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        return RecordDict(
+            {
+                P.CONFIG: ConfigRecord(
+                    {
+                        "n_rows": self.n_rows,
+                        "draw": self.draw,
+                        "use_best": self.use_best,
+                        "promote_best": self.promote_best,
+                    }
+                )
+            }
+        )
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> GenerateInstruction:
+        """Decode.
+
+        Raises
+        ------
+        ProtocolError
+            A field is missing or mistyped, or ``n_rows < 1``.
+        """
+        cfg = get_config(content, P.CONFIG)
+        rows = _int(cfg, "n_rows")
+        if rows < 1:
+            raise ProtocolError(f"n_rows must be >= 1, got {rows}")
+        return cls(rows, _int(cfg, "draw"), _bool(cfg, "use_best"), _bool(cfg, "promote_best"))
+
+
+@dataclass(frozen=True)
+class GenerateReply:
+    """Party -> server: its decoded synthetic columns (Parquet) and, under DP, its own
+    account of what it spent (a JSON object; empty without DP)."""
+
+    parquet: bytes
+    n_rows: int
+    privacy: str = ""
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        return RecordDict(
+            {
+                P.SYNTHETIC: ConfigRecord(
+                    {"parquet": self.parquet, "n_rows": self.n_rows, "privacy": self.privacy}
+                )
+            }
+        )
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> GenerateReply:
+        """Decode.
+
+        Raises
+        ------
+        ProtocolError
+            A field is missing or mistyped, or the privacy account is not JSON.
+        """
+        record = get_config(content, P.SYNTHETIC)
+        reply = cls(
+            parquet=_bytes(record, "parquet"),
+            n_rows=_int(record, "n_rows"),
+            privacy=_str(record, "privacy"),
+        )
+        if reply.privacy:
+            try:
+                json.loads(reply.privacy)
+            except ValueError as exc:
+                raise ProtocolError(f"privacy account is not JSON: {exc}") from exc
+        return reply

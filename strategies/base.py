@@ -1,0 +1,101 @@
+"""What every strategy of the project shares: its nodes, its seed, its data, and how it
+exchanges messages with the nodes.
+
+A family's strategy subclasses :class:`VerticalStrategy`, stores its own validated
+settings, and calls :meth:`~VerticalStrategy.exchange` for every push-and-poll round: the
+poll interval, the timeout, the node wait and the exchange count are written here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flwr.app import Message
+from flwr.serverapp import Grid
+
+from flwr_vflgan.runtime.party_data import DataSpec
+
+from .exchange import DEFAULT_POLL_INTERVAL, check_strategy_args, exchange, wait_for_nodes
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+class VerticalStrategy:
+    """The node count, seed, data spec and exchange settings of a vertical run.
+
+    Parameters
+    ----------
+    n_parties
+        Number of parties (nodes); the run waits for that many.
+    seed
+        The server's own seed.
+    data_spec
+        Table and column split for simulated parties; ``None`` in a deployment, where
+        each party reads its own file.
+    publish_rows
+        Rows of a published synthetic table (``None``: as many as the training table).
+    poll_interval
+        Longest wait between two reply pulls, in seconds (pulls back off from 1 ms).
+    timeout
+        Seconds one exchange may take before the run stops, naming the silent nodes.
+    node_wait_timeout
+        Seconds to wait for ``n_parties`` nodes to connect.
+    progress
+        Called with a record after every evaluation (family-specific fields).
+    min_parties
+        The fewest parties the family trains with.
+
+    Raises
+    ------
+    ValueError
+        An argument breaks its rule; the message names it.
+    """
+
+    def __init__(
+        self,
+        *,
+        n_parties: int,
+        seed: int,
+        data_spec: DataSpec | None,
+        publish_rows: int | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        timeout: float = 600.0,
+        node_wait_timeout: float = 120.0,
+        progress: Progress | None = None,
+        min_parties: int = 1,
+    ) -> None:
+        check_strategy_args(
+            n_parties,
+            data_spec.n_parties if data_spec is not None else None,
+            publish_rows,
+            poll_interval,
+            timeout,
+            node_wait_timeout,
+            seed,
+            min_parties=min_parties,
+        )
+        self.n_parties = n_parties
+        self.seed = seed
+        self.data_spec = data_spec
+        self.publish_rows = publish_rows
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self.node_wait_timeout = node_wait_timeout
+        self.progress = progress
+
+    def wait_for_nodes(self, grid: Grid) -> list[int]:
+        """The ids of exactly ``n_parties`` connected nodes (waits up to the timeout)."""
+        return wait_for_nodes(grid, self.n_parties, self.node_wait_timeout)
+
+    def exchange(
+        self, grid: Grid, messages: Sequence[Message], describe: str
+    ) -> dict[int, Message]:
+        """Push ``messages`` (one per node) and return every reply, keyed by node id."""
+        return exchange(
+            grid,
+            messages,
+            poll_interval=self.poll_interval,
+            timeout=self.timeout,
+            describe=describe,
+        )
