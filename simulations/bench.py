@@ -11,6 +11,13 @@ Measures (the last line printed is one JSON object):
   the in-process grid (real Flower Messages and Contexts, state saved and restored
   every message); ``inprocess_over_plain`` is their ratio (target: at most 2);
 * ``simulation_exchange_ms``: one exchange (= one step) in Flower's simulation engine;
+* ``runtimes``: at ``K = train.steps_per_exchange`` (``bench.k`` to override), each
+  runtime's milliseconds per exchange and per training step, and the projected wall
+  time of the default Adult job (``bench.job_steps``, 27,450 steps: 30 epochs) there:
+  the in-process grid, Flower's simulation engine, and a real deployment on 127.0.0.1
+  (an unmodified SuperLink with two ``flwr-vflgan-node`` party nodes, and with two
+  stock ``flower-supernode`` processes) started by :mod:`simulations.local_deployment`;
+  ``bench.deployment=false`` skips the deployments;
 * ``party_peak_rss_mb``: peak resident memory of a process running one party (its data,
   models, optimizer state and 50 protocol steps), measured in a child process;
 * ``plain_dp_gaussian_step_ms``: the plain loop with DP-VFLGAN's first-layer Gaussian
@@ -30,8 +37,10 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -115,6 +124,64 @@ def simulation_exchange_ms(spec: Any, steps: int) -> float:
     """Milliseconds per exchange in Flower's simulation engine (training loop only)."""
     result = _run_simulation(_strategy(spec, steps), spec, shared_seed_for(spec.seed))
     return result.train_seconds / (steps + 1) * 1e3
+
+
+def _row(runtime: str, train_seconds: float, steps: int, exchanges: int, job: int) -> dict:
+    """One runtime's costs: the training loop's ``exchanges`` (forward blocks plus the last
+    apply) over ``steps`` steps, and the default job's projected training time."""
+    step_ms = train_seconds / steps * 1e3
+    return {
+        "runtime": runtime,
+        "steps": steps,
+        "exchange_ms": train_seconds / exchanges * 1e3,
+        "step_ms": step_ms,
+        "job_minutes": step_ms * job / 6e4,
+    }
+
+
+def runtime_rows(spec: Any, k: int, steps: int, job: int, deployment: bool) -> list[dict]:
+    """Milliseconds per exchange and per step at ``k`` steps per exchange on each runtime."""
+    spec = replace(
+        spec,
+        algorithm=replace(
+            spec.algorithm, train=replace(spec.algorithm.train, steps_per_exchange=k)
+        ),
+    )
+    rows = []
+    nodes = [
+        {"partition-id": i, "shared-seed": shared_seed_for(spec.seed)}
+        for i in range(spec.data.n_parties)
+    ]
+    result = _strategy(spec, steps).start(InProcessGrid(make_client_app(), nodes))
+    rows.append(_row("in-process", result.train_seconds, steps, result.exchanges - 2, job))
+    result = _run_simulation(_strategy(spec, steps), spec, shared_seed_for(spec.seed))
+    rows.append(_row("simulation", result.train_seconds, steps, result.exchanges - 2, job))
+    if deployment:
+        from flwr_vflgan.simulations.local_deployment import deploy
+
+        # A stock SuperNode takes seconds per exchange: two exchanges measure it.
+        kinds = (
+            ("party", "deployment, party nodes", steps),
+            ("supernode", "deployment, stock SuperNodes", min(steps, 2 * k)),
+        )
+        for kind, name, n in kinds:
+            overrides = [
+                f"dataset.source={spec.data.source}",
+                f"partition.n_parties={spec.data.n_parties}",
+                f"train.steps_per_exchange={k}",
+                f"train.max_steps={n}",
+                "train.eval_every=0",
+                "output.evaluate=false",
+                "output.checkpoint=false",
+                "output.publish_rows=64",
+            ]
+            with tempfile.TemporaryDirectory(prefix="bench-deploy-") as work:
+                done = deploy(overrides, Path(work), nodes=kind)
+            m = done.metrics
+            rows.append(_row(name, m["train_seconds"], m["steps"], m["exchanges"] - 2, job))
+            if kind == "party":
+                rows[-1]["node_peak_rss_mb"] = max(done.node_peak_rss_mb, default=float("nan"))
+    return rows
 
 
 _PARTY_PROBE = """
@@ -214,6 +281,19 @@ def main(cfg: DictConfig) -> None:
     measure_dp(results, spec, warmup, steps)
     results["simulation_exchange_ms"] = simulation_exchange_ms(spec, sim_steps)
     print(f"simulation engine   {results['simulation_exchange_ms']:8.2f} ms/exchange", flush=True)
+    k = int(bench.get("k", spec.algorithm.train.steps_per_exchange))
+    job = int(bench.get("job_steps", 27450))
+    results["steps_per_exchange"] = k
+    results["runtimes"] = runtime_rows(
+        spec, k, int(bench.get("runtime_steps", 16 * k)), job, bool(bench.get("deployment", True))
+    )
+    print(f"\nat {k} steps per exchange; the default job ({job} steps) projected:")
+    for row in results["runtimes"]:
+        print(
+            f"  {row['runtime']:30s} {row['exchange_ms']:9.1f} ms/exchange "
+            f"{row['step_ms']:8.2f} ms/step  {row['job_minutes']:7.1f} min",
+            flush=True,
+        )
     results["benchmark_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(results))
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from flwr_vflgan.strategies.exchange import DEFAULT_POLL_INTERVAL
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
@@ -35,7 +36,7 @@ class RuntimeConfig:
         ``inprocess`` (the in-process grid), ``simulation`` (Flower's simulation engine)
         or ``deployment`` (SuperLink and SuperNodes, started with ``flwr run``).
     poll_interval
-        Seconds between reply polls.
+        Longest wait between two reply pulls, in seconds (pulls back off from 1 ms).
     timeout
         Seconds one exchange may take before the run stops.
     node_wait_timeout
@@ -45,7 +46,7 @@ class RuntimeConfig:
     """
 
     kind: RuntimeKind = "inprocess"
-    poll_interval: float = 0.001
+    poll_interval: float = DEFAULT_POLL_INTERVAL
     timeout: float = 600.0
     node_wait_timeout: float = 120.0
     cpus_per_node: float = 1.0

@@ -147,6 +147,21 @@ def supernode_command(
     )
 
 
+def party_node_command(
+    partition_id: int, n_parties: int, data_path: Path, shared_seed: int, superlink: str
+) -> str:
+    """The ``flwr-vflgan-node`` command line of one party: the same node config as its
+    ``flower-supernode`` line, served from one long-lived process."""
+    stock = shlex.split(
+        supernode_command(partition_id, n_parties, data_path, shared_seed, superlink)
+    )
+    node_config = stock[stock.index("--node-config") + 1]
+    return (
+        f"flwr-vflgan-node --insecure --superlink {superlink} "
+        f"--node-config {shlex.quote(node_config)}"
+    )
+
+
 def flwr_run_command(overrides: list[str]) -> str:
     """The server's ``flwr run`` command for a deployment with these Hydra overrides."""
     run_overrides = shlex.join(["runtime=deployment", "output.evaluate=false", *overrides])
@@ -191,6 +206,15 @@ def report(
     ]
     lines += [
         "  " + supernode_command(i, n_parties, path, shared_seed, export.superlink)
+        for i, path in enumerate(result.data_files)
+    ]
+    lines += [
+        "",
+        "or, for runs that finish in minutes rather than days, one long-lived party node each",
+        "(the same SuperLink and messages; the party's models stay in memory):",
+    ]
+    lines += [
+        "  " + party_node_command(i, n_parties, path, shared_seed, export.superlink)
         for i, path in enumerate(result.data_files)
     ]
     lines += [

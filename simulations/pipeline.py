@@ -131,6 +131,8 @@ def run_experiment(
         "steps": result.steps,
         "exchanges": result.exchanges,
         "wall_seconds": time.monotonic() - started,
+        "train_seconds": result.train_seconds,
+        "steps_per_exchange": spec.algorithm.train.steps_per_exchange,
         "train_rows": result.n_rows,
         "synthetic_rows": len(synthetic),
         "resumed_from_step": result.resumed_from_step,

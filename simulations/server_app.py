@@ -18,6 +18,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.pipeline import run_experiment
+from flwr_vflgan.strategies.flower_tuning import prompt_object_pulls
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
@@ -39,7 +40,8 @@ def main(grid: Grid, context: Context) -> None:
     cfg = compose_run_config(overrides)
     run_dir = context.run_config.get("run-dir") or f"outputs/flwr-run-{context.run_id}"
     spec = to_run_spec(cfg, Path(str(run_dir)).resolve())
-    metrics = run_experiment(spec, grid=grid)
+    with prompt_object_pulls():
+        metrics = run_experiment(spec, grid=grid)
     if "summary" in metrics:
         log.info(
             "flwr-vflgan run finished: mean test AUC %.4f over %d seeds; outputs in %s",

@@ -25,24 +25,22 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import SHARED_DATASETS
-from flower_procs import (
-    HOST,
-    FlowerProcesses,
-    executable,
-    fetch_run_log,
-    flower_env,
-    flwr_cli,
-    free_ports,
-    started_run_id,
-    wait_for_port,
-    wait_for_run_metrics,
-    write_flower_config,
-)
 from flwr.common.config import parse_config_args
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.simulations.config import ExportConfig, to_run_spec
 from flwr_vflgan.simulations.export_parties import export_parties, supernode_command
+from flwr_vflgan.simulations.flower_processes import (
+    HOST,
+    FlowerProcesses,
+    executable,
+    flower_env,
+    free_ports,
+    wait_for_port,
+    write_flower_config,
+)
 from flwr_vflgan.simulations.gafm_pipeline import run_gafm
+from flwr_vflgan.simulations.local_deployment import launch_and_wait
+from flwr_vflgan.simulations.pipeline import train_federated
 from flwr_vflgan.simulations.server_app import compose_run_config
 from flwr_vflgan.strategies import InProcessGrid, VFLGANResult, VTGANStrategy
 
@@ -62,10 +60,19 @@ ADULT_COLUMNS = [
 # One epoch is [discriminator step, generator step] when the batch holds more than half of
 # the 48,842 rows with one critic step, so the 3-step run ends an epoch after step 1:
 # every party and the server then write a checkpoint resuming at step 2.
+# Two steps per exchange: the blocks are [0, 1] and [2] (an exchange never crosses an
+# epoch's end), so stock SuperNodes restore a party mid-run with K > 1.
 OVERRIDES = (
     "runtime=deployment train.max_steps=3 train.batch_size=24422 train.n_critic=1 "
-    "train.eval_rows=500 output.publish_rows=300 runtime.poll_interval=0.05"
+    "train.eval_rows=500 output.publish_rows=300 train.steps_per_exchange=2"
 )
+# Party nodes (flwr-vflgan-node) on the first 640 Adult rows: 3 epochs of 12 steps in
+# blocks of 4 (9 training exchanges), last generator published, no FD selection.
+NODE_OVERRIDES = (
+    "runtime=deployment train.epochs=3 train.steps_per_exchange=4 train.eval_every=0 "
+    "output.evaluate=false output.publish_rows=200"
+)
+NODE_RUN_TIMEOUT = 300.0
 # VT-GAN on the first 640 Adult rows with batch 64 and one critic step: steps 0, 1, 2
 # are discriminator, generator, discriminator, so step 2 runs on rows shuffled once
 # (training-with-shuffling), by clients restored in new processes.
@@ -109,8 +116,10 @@ def processes(tmp_path: Path) -> Iterator[FlowerProcesses]:
     assert not survivors, f"processes survived the teardown: {survivors}\n{procs.logs()}"
 
 
-def _export(out_dir: Path, superlink: str, *overrides: str) -> tuple[str, list[list[str]]]:
-    """Run the exporter; its output and the argv of each printed ``flower-supernode``."""
+def _export(
+    out_dir: Path, superlink: str, *overrides: str, command: str = "flower-supernode"
+) -> tuple[str, list[list[str]]]:
+    """Run the exporter; its output and the argv of each printed ``command`` line."""
     result = subprocess.run(
         [
             sys.executable,
@@ -129,7 +138,7 @@ def _export(out_dir: Path, superlink: str, *overrides: str) -> tuple[str, list[l
     commands = [
         shlex.split(line.strip())
         for line in result.stdout.splitlines()
-        if line.strip().startswith("flower-supernode ")
+        if line.strip().startswith(f"{command} ")
     ]
     return result.stdout, commands
 
@@ -177,9 +186,11 @@ def _deploy(
     run_overrides: str,
     checkpoints: list[Path] | None,
     timeout: float,
+    party_nodes: bool = False,
 ) -> Deployment:
     """Export the party files, start a SuperLink and two SuperNodes from the printed
-    commands, launch ``flwr run`` and wait for ``metrics.json``."""
+    commands (or, with ``party_nodes``, two ``flwr-vflgan-node`` processes with the same
+    node configs), launch ``flwr run`` and wait for ``metrics.json``."""
     started = time.monotonic()
     link_port, node_ports = free_ports(1)[0], free_ports(2)
     superlink = f"{HOST}:{link_port}"
@@ -187,9 +198,6 @@ def _deploy(
     # One thread per process: the SuperNodes' ClientApps compute what the in-process
     # reference computes, in the same order.
     env = flower_env(flwr_home, {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
-    cli_log, run_log = processes.log_dir / "flwr-cli.log", processes.log_dir / "run.log"
-    processes.add_log("flwr CLI", cli_log)
-    processes.add_log("flwr log (the run's ServerApp)", run_log)
 
     output, commands = _export(parties, superlink, *export_overrides)
     assert len(commands) == 2, output
@@ -218,40 +226,36 @@ def _deploy(
     processes.wait_until(
         lambda: True if wait_for_port(link_port) else None, 60, "the SuperLink", 0.5
     )
-    for i, command in enumerate(commands):
-        processes.start(
-            f"supernode-{i}",
-            _supernode_args(command, node_ports[i], checkpoints[i] if checkpoints else None),
-            env,
-            cwd=tmp_path,
+    if party_nodes:
+        # The exporter's flwr-vflgan-node lines: the same node configs, other processes.
+        _, node_commands = _export(
+            tmp_path / "parties-again", superlink, *export_overrides, command="flwr-vflgan-node"
         )
+        assert [_node_config(c)["partition-id"] for c in node_commands] == ["0", "1"]
+        for i, command in enumerate(node_commands):
+            again = _node_config(command)
+            assert again.keys() == configs[i].keys() and again["data-path"].endswith(
+                f"parties-again/party-{i}.csv"
+            )
+            # The party files and shared seed of the first export.
+            at = command.index("--node-config") + 1
+            command[at] = commands[i][commands[i].index("--node-config") + 1]
+            processes.start(
+                f"party-node-{i}", [executable(command[0]), *command[1:]], env, cwd=tmp_path
+            )
+    for i, command in enumerate([] if party_nodes else commands):
+        args = _supernode_args(command, node_ports[i], checkpoints[i] if checkpoints else None)
+        processes.start(f"supernode-{i}", args, env, cwd=tmp_path)
     write_flower_config(flwr_home, FEDERATION, superlink)
 
-    run_config = f'overrides="{run_overrides}" run-dir="{run_dir}"'
-    launched = flwr_cli(
-        ["run", str(REPO), FEDERATION, "--run-config", run_config],
-        env,
-        cli_log,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    run_id = started_run_id(launched.stdout)
-    assert launched.returncode == 0 and run_id is not None, processes.logs()
-
-    def diagnostics() -> str:
-        fetch_run_log(run_id, FEDERATION, env, run_log, cwd=tmp_path)
-        return processes.logs()
-
-    wait_for_run_metrics(
+    diagnostics = launch_and_wait(
         processes,
-        run_id,
         FEDERATION,
+        run_overrides,
         run_dir,
         env=env,
-        cli_log=cli_log,
-        timeout=timeout - (time.monotonic() - started),
-        diagnostics=diagnostics,
         cwd=tmp_path,
+        timeout=timeout - (time.monotonic() - started),
     )
     node_configs = [parse_config_args([c[c.index("--node-config") + 1]]) for c in commands]
     return Deployment(run_dir, parties, shared_seed, node_configs, diagnostics, output)
@@ -335,6 +339,47 @@ def _check_seed_stays_with_parties(
     ]
     for path in server_side:
         assert shared_seed not in path.read_text(errors="replace"), f"shared seed found in {path}"
+
+
+@pytest.mark.slow
+def test_party_nodes_train_k_steps_per_exchange_as_in_process(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """Two flwr-vflgan-node processes on an unmodified SuperLink publish exactly the table
+    of an in-process run with the same party files and shared seed, at 4 steps per
+    exchange, and spend far less than a stock SuperNode's seconds per exchange."""
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = f"{' '.join(dataset)} {NODE_OVERRIDES}"
+    started = time.monotonic()
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=None,
+        timeout=NODE_RUN_TIMEOUT,
+        party_nodes=True,
+    )
+    wall = time.monotonic() - started
+    try:
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        # 36 steps in blocks of 4: setup, 9 forwards, the last apply, publication.
+        assert metrics["steps"] == 36 and metrics["exchanges"] == 12, metrics
+        spec = to_run_spec(compose_run_config(overrides), tmp_path / "inprocess")
+        grid = InProcessGrid(make_client_app(), deployment.node_configs)
+        reference = train_federated(spec, None, None, None, grid=grid)
+        assert reference.exchanges == 12
+        buffer = io.StringIO()
+        reference.synthetic.to_csv(buffer, index=False)
+        buffer.seek(0)
+        deployed = pd.read_csv(deployment.run_dir / "synthetic.csv")
+        pd.testing.assert_frame_equal(deployed, pd.read_csv(buffer))
+        _check_own_columns(deployed, deployment.parties)
+        _check_seed_stays_with_parties(deployment.run_dir, deployment.shared_seed, processes)
+        # The training loop's 11 exchanges: a stock SuperNode needs 12-15 s each.
+        assert metrics["train_seconds"] < 11 * 3.0, (metrics["train_seconds"], wall)
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
 
 # -- VT-GAN ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from flower_procs import (
+from flwr_vflgan.simulations.flower_processes import (
     FlowerProcesses,
     fetch_run_log,
     find_local_superlink,

@@ -1,6 +1,7 @@
-"""Start, watch and stop Flower's own processes in integration tests.
+"""Start, watch and stop Flower's own processes (the integration tests, the benchmark
+and :mod:`simulations.local_deployment` use it).
 
-A test starts every process (``flower-superlink``, ``flower-supernode``) with
+A caller starts every process (``flower-superlink``, ``flower-supernode``) with
 :meth:`FlowerProcesses.start`, each in a new session with its output in a log file, and
 :meth:`FlowerProcesses.stop` ends each one together with everything it spawned
 (``flower-superexec``, ``flwr-serverapp``, ``flwr-clientapp``, ``flwr-simulation``,
@@ -31,6 +32,11 @@ BIN_DIR = Path(sys.executable).parent
 HOST = "127.0.0.1"
 STATUS_EVERY = 15.0  # seconds between two `flwr ls` while waiting for a run
 T = TypeVar("T")
+
+
+class DeploymentFailed(RuntimeError):
+    """A started process exited, a wait timed out, or a run ended without its outputs;
+    the message carries the tail of every log."""
 
 
 def executable(name: str) -> str:
@@ -260,7 +266,7 @@ class FlowerProcesses:
         for process in self.processes:
             if not process.running():
                 code = process.popen.returncode if process.popen is not None else "?"
-                raise AssertionError(
+                raise DeploymentFailed(
                     f"{process.name} (pid {process.pid}) exited with {code}\n{self.logs()}"
                 )
 
@@ -296,7 +302,7 @@ class FlowerProcesses:
             self.check_running()
             if time.monotonic() > deadline:
                 extra = on_timeout() if on_timeout is not None else ""
-                raise AssertionError(
+                raise DeploymentFailed(
                     f"timed out after {timeout:.0f}s waiting for {what}\n{extra}\n{self.logs()}"
                 )
             time.sleep(interval)
@@ -471,4 +477,5 @@ def wait_for_run_metrics(
     outcome = processes.wait_until(finished, timeout, str(metrics), on_timeout=diagnostics)
     if outcome != "metrics":
         time.sleep(2)  # the status may change just before the outputs are renamed
-        assert metrics.is_file(), f"run ended {outcome}\n{diagnostics()}"
+        if not metrics.is_file():
+            raise DeploymentFailed(f"run ended {outcome}\n{diagnostics()}")

@@ -1,0 +1,281 @@
+"""A whole Flower deployment on this machine: SuperLink, one node per party, ``flwr run``.
+
+    python -m simulations.local_deployment --nodes party --work-dir runs/deploy
+    python -m simulations.local_deployment --nodes supernode --work-dir runs/deploy-stock \\
+        -- train.max_steps=40
+
+Cuts the dataset into party files (as ``simulations.export_parties`` does), starts an
+unmodified ``flower-superlink`` on 127.0.0.1, one ``flwr-vflgan-node`` (``--nodes
+party``) or one stock ``flower-supernode`` (``--nodes supernode``) per party with its own
+file and a freshly drawn shared seed, launches ``flwr run`` with the given Hydra
+overrides (``runtime=deployment`` is added), waits for the run's ``metrics.json`` and
+stops every process it started, by PID, also on failure or Ctrl-C. Everything (party
+files, logs, the run directory) goes under ``--work-dir``; it prints one line with the
+wall time and where the outputs are. ``simulations.bench`` uses it for its deployment
+rows. It runs from a source checkout (``flwr run`` needs the app's ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import shlex
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from flwr_vflgan.simulations.config import ExportConfig, to_run_spec
+from flwr_vflgan.simulations.export_parties import export_parties
+from flwr_vflgan.simulations.flower_processes import (
+    HOST,
+    DeploymentFailed,
+    FlowerProcesses,
+    executable,
+    fetch_run_log,
+    flower_env,
+    flwr_cli,
+    free_ports,
+    started_run_id,
+    wait_for_port,
+    wait_for_run_metrics,
+    write_flower_config,
+)
+from flwr_vflgan.simulations.server_app import compose_run_config
+
+from flwr_vflgan.runtime import protocol as P
+
+NodeKind = Literal["party", "supernode"]
+FEDERATION = "local-deployment"
+_SEED_BOUND = 2**62
+APP_DIR = Path(__file__).resolve().parents[1]
+"""The checkout root: ``flwr run`` ships it (its ``pyproject.toml`` names the apps)."""
+
+
+@dataclass(frozen=True)
+class DeploymentResult:
+    """A finished local deployment."""
+
+    metrics: dict
+    run_dir: Path
+    wall_seconds: float
+    """From starting the SuperLink to ``metrics.json``."""
+    log_dir: Path
+    node_peak_rss_mb: list[float]
+    """Peak resident memory of each party node process (Linux; empty elsewhere). For stock
+    SuperNodes it is the SuperNode's own, not its per-message ClientApp processes'."""
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """A running process's peak resident memory in MiB (``VmHWM``; ``None`` if unknown)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return float(line.split()[1]) / 1024
+    return None
+
+
+def node_args(kind: NodeKind, superlink: str, node_config: str, runtime_port: int) -> list[str]:
+    """The command line of one party's node (a stock SuperNode also serves its
+    ClientApps' Runtime API on ``runtime_port``)."""
+    if kind == "party":
+        return [
+            executable("flwr-vflgan-node"),
+            "--insecure",
+            "--superlink",
+            superlink,
+            "--node-config",
+            node_config,
+        ]
+    return [
+        executable("flower-supernode"),
+        "--insecure",
+        "--superlink",
+        superlink,
+        "--host",
+        HOST,
+        "--port",
+        str(runtime_port),
+        "--node-config",
+        node_config,
+    ]
+
+
+def launch_and_wait(
+    procs: FlowerProcesses,
+    federation: str,
+    run_overrides: str,
+    run_dir: Path,
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout: float,
+) -> Callable[[], str]:
+    """``flwr run`` this checkout on ``federation`` with the Hydra ``run_overrides`` and
+    wait for ``<run_dir>/metrics.json``; returns a function that gathers every log and the
+    run's log from the SuperLink, for failure messages.
+
+    Raises
+    ------
+    DeploymentFailed
+        The run did not start, ended without its outputs, or ``timeout`` passed.
+    """
+    cli_log, run_log = procs.log_dir / "flwr-cli.log", procs.log_dir / "run.log"
+    procs.add_log("flwr CLI", cli_log)
+    procs.add_log("the run's ServerApp (flwr log)", run_log)
+    run_config = f"overrides={json.dumps(run_overrides)} run-dir={json.dumps(str(run_dir))}"
+    launched = flwr_cli(
+        ["run", str(APP_DIR), federation, "--run-config", run_config],
+        env,
+        cli_log,
+        timeout=180,
+        cwd=cwd,
+    )
+    run_id = started_run_id(launched.stdout)
+    if launched.returncode != 0 or run_id is None:
+        raise DeploymentFailed(f"flwr run did not start the run\n{procs.logs()}")
+
+    def diagnostics() -> str:
+        fetch_run_log(run_id, federation, env, run_log, cwd=cwd)
+        return procs.logs()
+
+    wait_for_run_metrics(
+        procs,
+        run_id,
+        federation,
+        run_dir,
+        env=env,
+        cli_log=cli_log,
+        timeout=timeout,
+        diagnostics=diagnostics,
+        cwd=cwd,
+    )
+    return diagnostics
+
+
+def deploy(
+    overrides: Sequence[str],
+    work_dir: Path,
+    *,
+    nodes: NodeKind = "party",
+    timeout: float = 3600.0,
+) -> DeploymentResult:
+    """Run one deployment end to end and return its metrics.
+
+    Raises
+    ------
+    DeploymentFailed
+        A process exited, the run ended without outputs, or ``timeout`` passed; the
+        message carries the tail of every log.
+    """
+    started = time.monotonic()
+    work_dir = work_dir.resolve()
+    run_dir, parties, flwr_home = work_dir / "run", work_dir / "parties", work_dir / "flwr-home"
+    procs = FlowerProcesses(work_dir / "logs", env_marker=("FLWR_HOME", str(flwr_home)))
+    link_port, *node_ports = free_ports(1 + 8)
+    superlink = f"{HOST}:{link_port}"
+    run_overrides = shlex.join(["runtime=deployment", *overrides])
+    spec = to_run_spec(compose_run_config(run_overrides), run_dir)
+    env = flower_env(flwr_home, {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
+    try:
+        exported = export_parties(
+            spec.data, ExportConfig(out_dir=str(parties), superlink=superlink)
+        )
+        shared_seed = secrets.randbelow(_SEED_BOUND)
+        procs.start(
+            "superlink",
+            [
+                executable("flower-superlink"),
+                "--insecure",
+                "--host",
+                HOST,
+                "--port",
+                str(link_port),
+                "--disable-runtime-dependency-installation",
+            ],
+            env,
+            cwd=work_dir,
+        )
+        procs.wait_until(lambda: True if wait_for_port(link_port) else None, 60, "the SuperLink")
+        for i, path in enumerate(exported.data_files):
+            node_config = (
+                f"{P.NODE_PARTITION_ID}={i} num-partitions={len(exported.data_files)} "
+                f"{P.NODE_DATA_PATH}={json.dumps(str(path))} {P.NODE_SHARED_SEED}={shared_seed}"
+            )
+            procs.start(
+                f"{nodes}-node-{i}",
+                node_args(nodes, superlink, node_config, node_ports[i]),
+                env,
+                cwd=work_dir,
+            )
+        write_flower_config(flwr_home, FEDERATION, superlink)
+        launch_and_wait(
+            procs,
+            FEDERATION,
+            run_overrides,
+            run_dir,
+            env=env,
+            cwd=work_dir,
+            timeout=timeout - (time.monotonic() - started),
+        )
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        peaks = [peak_rss_mb(p.pid) for p in procs.processes if "-node-" in p.name]
+        return DeploymentResult(
+            metrics,
+            run_dir,
+            time.monotonic() - started,
+            procs.log_dir,
+            [p for p in peaks if p is not None],
+        )
+    finally:
+        survivors = procs.stop()
+        if survivors:
+            print(
+                f"local_deployment: processes survived the shutdown: {survivors}", file=sys.stderr
+            )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line; exit status 2 with one line on bad input or a failed deployment."""
+    parser = argparse.ArgumentParser(prog="python -m simulations.local_deployment")
+    parser.add_argument("--nodes", choices=["party", "supernode"], default="party")
+    parser.add_argument("--work-dir", required=True, type=Path)
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides of the run")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.work_dir.exists() and any(args.work_dir.iterdir()):
+        print(
+            f"local_deployment: error: --work-dir {args.work_dir} is not empty; give a new folder",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        result = deploy(args.overrides, args.work_dir, nodes=args.nodes, timeout=args.timeout)
+    except (ValueError, FileExistsError, FileNotFoundError) as exc:
+        print(f"local_deployment: error: {exc}", file=sys.stderr)
+        return 2
+    except DeploymentFailed as exc:
+        first = str(exc).splitlines()[0]
+        print(
+            f"local_deployment: error: {first} (logs in {args.work_dir / 'logs'})",
+            file=sys.stderr,
+        )
+        return 2
+    m = result.metrics
+    peaks = ", ".join(f"{p:.0f}" for p in result.node_peak_rss_mb)
+    print(
+        f"local_deployment: {m['steps']} steps in {m['exchanges']} exchanges on {args.nodes} "
+        f"nodes: {result.wall_seconds:.0f} s in all, {m.get('train_seconds', float('nan')):.0f} s "
+        f"training; node peak RSS {peaks} MiB; outputs in {result.run_dir}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
