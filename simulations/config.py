@@ -43,6 +43,11 @@ class RuntimeConfig:
         Seconds to wait for all SuperNodes to connect.
     cpus_per_node
         CPU share of each simulated node (Ray ``client_resources.num_cpus``).
+    steps_per_exchange
+        Training steps per exchange of the families that carry several
+        (``train.steps_per_exchange`` of the VFLGAN family, ``gafm.steps_per_exchange``),
+        where those are left ``null``. Each runtime's file in ``conf/runtime/`` sets the
+        value measured for it (docs/evaluation.md, "Steps per exchange").
     """
 
     kind: RuntimeKind = "inprocess"
@@ -53,8 +58,18 @@ class RuntimeConfig:
     torch_threads: int = 1
     """Intra-op threads of PyTorch; the models are small, and more threads than one per
     process only contend when parties share cores."""
+    steps_per_exchange: int = 1
 
     def __post_init__(self) -> None:
+        if (
+            not isinstance(self.steps_per_exchange, int)
+            or isinstance(self.steps_per_exchange, bool)
+            or self.steps_per_exchange < 1
+        ):
+            raise ValueError(
+                f"runtime.steps_per_exchange must be a positive integer, got "
+                f"{self.steps_per_exchange!r}"
+            )
         if self.kind not in _RUNTIMES:
             raise ValueError(f"unknown runtime {self.kind!r}; valid: {list(_RUNTIMES)}")
         for name in ("poll_interval", "timeout", "node_wait_timeout", "cpus_per_node"):
@@ -174,10 +189,11 @@ def base_node() -> dict[str, Any]:
         "seed": 0,
         "algorithm": {"variant": "vflgan"},
         "model": plain(ModelConfig()),
-        "train": plain(TrainConfig()),
+        # null: the runtime's steps per exchange (runtime.steps_per_exchange).
+        "train": {**plain(TrainConfig()), "steps_per_exchange": None},
         "dp": DPConfig().to_dict(),
         "vtgan": VTGANSettings().to_dict(),
-        "gafm": GAFMSettings().to_dict(),
+        "gafm": {**GAFMSettings().to_dict(), "steps_per_exchange": None},
         "dataset": plain(DatasetConfig()),
         "partition": plain(PartitionConfig()),
         "runtime": plain(RuntimeConfig()),
@@ -412,13 +428,22 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
     variant = parse_variant(_section(cfg, "algorithm", _Algorithm)["variant"])
+    runtime = RuntimeConfig(**_section(cfg, "runtime", RuntimeConfig))
+    train, gafm = _section(cfg, "train", TrainConfig), _section(cfg, "gafm", GAFMSettings)
+    # Left null, the steps per exchange are the runtime's for the families that carry
+    # several: the federated VFLGAN family (train.*) and split classification (gafm.*).
+    federated_gan = variant in (Variant.VFLGAN, Variant.VFLGAN_BASE)
+    if train.get("steps_per_exchange") is None:
+        train["steps_per_exchange"] = runtime.steps_per_exchange if federated_gan else 1
+    if gafm.get("steps_per_exchange") is None:
+        gafm["steps_per_exchange"] = runtime.steps_per_exchange
     algorithm = VFLGANConfig(
         variant=variant,
         model=ModelConfig(**_section(cfg, "model", ModelConfig)),
-        train=TrainConfig(**_section(cfg, "train", TrainConfig)),
+        train=TrainConfig(**train),
         dp=DPConfig(**_section(cfg, "dp", DPConfig)),
         vtgan=VTGANSettings(**_section(cfg, "vtgan", VTGANSettings)),
-        gafm=GAFMSettings(**_section(cfg, "gafm", GAFMSettings)),
+        gafm=GAFMSettings(**gafm),
     )
     if algorithm.is_gafm and algorithm.dp.enabled:
         raise ValueError(
@@ -432,7 +457,6 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         )
     dataset = DatasetConfig(**_section(cfg, "dataset", DatasetConfig))
     partition = PartitionConfig(**_section(cfg, "partition", PartitionConfig))
-    runtime = RuntimeConfig(**_section(cfg, "runtime", RuntimeConfig))
     output = OutputConfig(**_section(cfg, "output", OutputConfig))
     data = DataSpec(
         source=dataset.source,

@@ -96,7 +96,7 @@ GAFM_DATA = (
 )
 GAFM_OVERRIDES = (
     "algorithm=gafm dataset=spambase partition.n_parties=2 gafm.repetitions=1 "
-    "gafm.max_steps=3 gafm.eval_every=0 gafm.batch_size=256 runtime.poll_interval=0.05 "
+    "gafm.max_steps=3 gafm.eval_every=0 gafm.batch_size=256 gafm.steps_per_exchange=1 "
     f"dataset.data_dir={SHARED_DATASETS}"
 )
 # Counted from the protocol (strategies/gafm.py, gafm/training.py): the seed's setup, one

@@ -73,7 +73,12 @@ def test_simulation_engine_gives_the_same_synthetic_table_as_in_process(
 @pytest.mark.slow
 def test_dp_run_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
     """Calibration, noise and budget accounting happen at the parties, whatever the runtime."""
-    dp = ("dp=vflgan_gaussian", "dp.target_epsilon=3", "output.evaluate=false")
+    dp = (
+        "dp=vflgan_gaussian",
+        "dp.target_epsilon=3",
+        "output.evaluate=false",
+        "runtime.steps_per_exchange=4",  # both runtimes: 20 steps in 5 exchanges
+    )
     simulated = _run("simulation", tmp_path / "sim", *dp)
     local = _run("inprocess", tmp_path / "local", *dp)
     privacy = simulated["privacy"]
@@ -117,6 +122,7 @@ GAFM = (
     "gafm.max_steps=4",
     "gafm.eval_every=0",
     "gafm.batch_size=256",
+    "gafm.steps_per_exchange=1",  # the in-process default; runtime=simulation's is larger
 )
 
 

@@ -197,3 +197,32 @@ def test_split_classifier_config_errors_name_the_problem() -> None:
         to_run_spec(_compose("config", ["algorithm=vflgan", "partition.n_parties=1"]), "out")
     tune = _compose("gafm_tune", [])
     assert list(tune.tune.deltas) == [0.05, 0.1, 0.2, 0.3, 0.5] and tune.tune.fraction == 0.1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "train_k", "gafm_k"),
+    [
+        ([], 1, 1),
+        (["runtime=simulation"], 4, 4),
+        (["runtime=deployment"], 4, 4),
+        (["runtime=simulation", "train.steps_per_exchange=1"], 1, 4),
+        (["runtime=inprocess", "train.steps_per_exchange=16"], 16, 1),
+        (["runtime=simulation", "runtime.steps_per_exchange=2"], 2, 2),
+        # VT-GAN exchanges one step per message whatever the runtime.
+        (["runtime=simulation", "algorithm=vtgan"], 1, 4),
+        # Split classification takes the runtime's K in gafm.*, never in train.*.
+        (["runtime=deployment", "algorithm=gafm", "dataset=spambase"], 1, 4),
+        (["runtime=deployment", "algorithm=gafm", "gafm.steps_per_exchange=1"], 1, 1),
+    ],
+)
+def test_steps_per_exchange_follow_the_runtime_unless_set(
+    overrides: list[str], train_k: int, gafm_k: int
+) -> None:
+    spec = to_run_spec(_compose("config", overrides), "out")
+    assert spec.algorithm.train.steps_per_exchange == train_k
+    assert spec.algorithm.gafm.steps_per_exchange == gafm_k
+
+
+def test_runtime_steps_per_exchange_is_checked() -> None:
+    with pytest.raises(ValueError, match="runtime.steps_per_exchange must be a positive integer"):
+        to_run_spec(_compose("config", ["runtime.steps_per_exchange=0"]), "out")
