@@ -30,6 +30,7 @@ from flwr_vflgan.strategies import (
     VFLGANStrategy,
     VTGANStrategy,
 )
+from flwr_vflgan.strategies.flower_tuning import prompt_simulation_delivery
 
 from flwr_vflgan.config import Variant
 from flwr_vflgan.data import Dataset, Span
@@ -274,7 +275,6 @@ def train_federated(
 
 def _run_simulation(strategy: Any, spec: RunSpec, shared: int) -> Any:
     from flwr.serverapp import ServerApp
-    from flwr.simulation import run_simulation
 
     outcome: dict[str, Any] = {}
     server_app = ServerApp()
@@ -292,6 +292,18 @@ def _run_simulation(strategy: Any, spec: RunSpec, shared: int) -> Any:
     os.environ[P.ENV_SHARED_SEED] = str(shared)
     os.environ.setdefault("OMP_NUM_THREADS", str(spec.runtime.torch_threads))
     cpus = spec.runtime.cpus_per_node
+    with prompt_simulation_delivery():
+        _simulate(server_app, spec, cpus)
+    if "error" in outcome:
+        raise RunStopped(f"the simulation stopped: {outcome['error']}") from outcome["error"]
+    if "result" not in outcome:
+        raise RunStopped("the simulation ended without a result; see Flower's log above")
+    return outcome["result"]
+
+
+def _simulate(server_app: Any, spec: RunSpec, cpus: float) -> None:
+    from flwr.simulation import run_simulation
+
     run_simulation(
         server_app=server_app,
         client_app=make_client_app(),
@@ -304,11 +316,6 @@ def _run_simulation(strategy: Any, spec: RunSpec, shared: int) -> Any:
             },
         },
     )
-    if "error" in outcome:
-        raise RunStopped(f"the simulation stopped: {outcome['error']}") from outcome["error"]
-    if "result" not in outcome:
-        raise RunStopped("the simulation ended without a result; see Flower's log above")
-    return outcome["result"]
 
 
 def train_centralized(

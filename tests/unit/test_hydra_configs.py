@@ -224,5 +224,5 @@ def test_steps_per_exchange_follow_the_runtime_unless_set(
 
 
 def test_runtime_steps_per_exchange_is_checked() -> None:
-    with pytest.raises(ValueError, match="runtime.steps_per_exchange must be a positive integer"):
+    with pytest.raises(ValueError, match=r"runtime\.steps_per_exchange must be a positive integer"):
         to_run_spec(_compose("config", ["runtime.steps_per_exchange=0"]), "out")
