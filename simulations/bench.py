@@ -176,7 +176,7 @@ def runtime_rows(spec: Any, k: int, steps: int, job: int, deployment: bool) -> l
                 "output.publish_rows=64",
             ]
             with tempfile.TemporaryDirectory(prefix="bench-deploy-") as work:
-                done = deploy(overrides, Path(work), nodes=kind)
+                done = deploy(overrides, Path(work), nodes=kind, data=spec.data)
             m = done.metrics
             rows.append(_row(name, m["train_seconds"], m["steps"], m["exchanges"] - 2, job))
             if kind == "party":

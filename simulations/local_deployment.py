@@ -47,6 +47,7 @@ from flwr_vflgan.simulations.flower_processes import (
 from flwr_vflgan.simulations.server_app import compose_run_config
 
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.party_data import DataSpec
 
 NodeKind = Literal["party", "supernode"]
 FEDERATION = "local-deployment"
@@ -165,8 +166,12 @@ def deploy(
     *,
     nodes: NodeKind = "party",
     timeout: float = 3600.0,
+    data: DataSpec | None = None,
 ) -> DeploymentResult:
     """Run one deployment end to end and return its metrics.
+
+    ``data`` is the table and column split to export (default: composed from
+    ``overrides``; a caller that runs inside Hydra already has it and must pass it).
 
     Raises
     ------
@@ -181,12 +186,11 @@ def deploy(
     link_port, *node_ports = free_ports(1 + 8)
     superlink = f"{HOST}:{link_port}"
     run_overrides = shlex.join(["runtime=deployment", *overrides])
-    spec = to_run_spec(compose_run_config(run_overrides), run_dir)
+    if data is None:
+        data = to_run_spec(compose_run_config(run_overrides), run_dir).data
     env = flower_env(flwr_home, {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
     try:
-        exported = export_parties(
-            spec.data, ExportConfig(out_dir=str(parties), superlink=superlink)
-        )
+        exported = export_parties(data, ExportConfig(out_dir=str(parties), superlink=superlink))
         shared_seed = secrets.randbelow(_SEED_BOUND)
         procs.start(
             "superlink",

@@ -17,7 +17,9 @@ from flwr_vflgan.strategies import VFLGANStrategy, InProcessGrid
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.simulations.server_app import compose_run_config
 from flwr_vflgan.data import load_dataset
+from flwr_vflgan.clients.node import parse_args
 import flwr_vflgan
+assert parse_args(["--insecure"]).insecure
 cfg = compose_run_config("algorithm=vflgan_base partition.n_parties=3")
 assert cfg.algorithm.variant == "vflgan_base" and cfg.partition.n_parties == 3, cfg
 assert len(load_dataset("adult").frame) == 48842
@@ -55,6 +57,10 @@ def test_wheel_installs_no_generic_top_level_names_and_runs_outside_the_checkout
         assert f"flwr_vflgan/{package}/__init__.py" in names, package
     assert "flwr_vflgan/conf/algorithm/vflgan.yaml" in names
     assert "flwr_vflgan/data/bundled/adult.csv.gz" in names
+    assert "flwr_vflgan/clients/node.py" in names
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "flwr-vflgan-node = flwr_vflgan.clients.node:main" in scripts, scripts
 
     target = tmp_path / "site"
     installed = subprocess.run(
