@@ -108,6 +108,26 @@ def node_args(kind: NodeKind, superlink: str, node_config: str, runtime_port: in
     ]
 
 
+def start_superlink(procs: FlowerProcesses, port: int, env: Mapping[str, str], cwd: Path) -> None:
+    """An insecure ``flower-superlink`` on 127.0.0.1:``port`` (all its APIs share the port),
+    without runtime dependency installs; returns once it accepts connections."""
+    procs.start(
+        "superlink",
+        [
+            executable("flower-superlink"),
+            "--insecure",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--disable-runtime-dependency-installation",
+        ],
+        env,
+        cwd=cwd,
+    )
+    procs.wait_until(lambda: True if wait_for_port(port) else None, 60, "the SuperLink", 0.5)
+
+
 def launch_and_wait(
     procs: FlowerProcesses,
     federation: str,
@@ -192,21 +212,7 @@ def deploy(
     try:
         exported = export_parties(data, ExportConfig(out_dir=str(parties), superlink=superlink))
         shared_seed = secrets.randbelow(_SEED_BOUND)
-        procs.start(
-            "superlink",
-            [
-                executable("flower-superlink"),
-                "--insecure",
-                "--host",
-                HOST,
-                "--port",
-                str(link_port),
-                "--disable-runtime-dependency-installation",
-            ],
-            env,
-            cwd=work_dir,
-        )
-        procs.wait_until(lambda: True if wait_for_port(link_port) else None, 60, "the SuperLink")
+        start_superlink(procs, link_port, env, work_dir)
         for i, path in enumerate(exported.data_files):
             node_config = (
                 f"{P.NODE_PARTITION_ID}={i} num-partitions={len(exported.data_files)} "

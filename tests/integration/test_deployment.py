@@ -35,11 +35,10 @@ from flwr_vflgan.simulations.flower_processes import (
     executable,
     flower_env,
     free_ports,
-    wait_for_port,
     write_flower_config,
 )
 from flwr_vflgan.simulations.gafm_pipeline import run_gafm
-from flwr_vflgan.simulations.local_deployment import launch_and_wait
+from flwr_vflgan.simulations.local_deployment import launch_and_wait, start_superlink
 from flwr_vflgan.simulations.pipeline import train_federated
 from flwr_vflgan.simulations.server_app import compose_run_config
 from flwr_vflgan.strategies import InProcessGrid, VFLGANResult, VTGANStrategy
@@ -209,23 +208,7 @@ def _deploy(
     for i, config in enumerate(configs):
         assert config["data-path"] == str(parties / f"party-{i}.csv")
 
-    processes.start(
-        "superlink",
-        [
-            executable("flower-superlink"),
-            "--insecure",
-            "--host",
-            HOST,
-            "--port",
-            str(link_port),
-            "--disable-runtime-dependency-installation",
-        ],
-        env,
-        cwd=tmp_path,
-    )
-    processes.wait_until(
-        lambda: True if wait_for_port(link_port) else None, 60, "the SuperLink", 0.5
-    )
+    start_superlink(processes, link_port, env, tmp_path)
     if party_nodes:
         # The exporter's flwr-vflgan-node lines: the same node configs, other processes.
         _, node_commands = _export(
@@ -607,3 +590,16 @@ def test_printed_node_config_survives_the_shell_and_flowers_parser(tmp_path: Pat
         "data-path": str(path),
         "shared-seed": 2**62 - 1,
     }
+
+
+def test_local_deployment_refuses_a_used_work_dir_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flwr_vflgan.simulations.local_deployment import main
+
+    (tmp_path / "left-over.txt").write_text("x")
+    assert main(["--work-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"local_deployment: error: --work-dir {tmp_path} is not empty; give a new folder"
+    ]
