@@ -130,17 +130,22 @@ def export_parties(data: DataSpec, export: ExportConfig, label_party: bool = Fal
     )
 
 
+def node_config_text(partition_id: int, n_parties: int, data_path: Path, shared_seed: int) -> str:
+    """A party's ``--node-config`` value: its partition, its file and the shared seed."""
+    if '"' in str(data_path):
+        raise ValueError(f'party file path {data_path} contains a double quote (")')
+    return (
+        f"{P.NODE_PARTITION_ID}={partition_id} num-partitions={n_parties} "
+        f"{P.NODE_DATA_PATH}={json.dumps(str(data_path))} {P.NODE_SHARED_SEED}={shared_seed}"
+    )
+
+
 def supernode_command(
     partition_id: int, n_parties: int, data_path: Path, shared_seed: int, superlink: str
 ) -> str:
     """The ``flower-supernode`` command line of one party (``--port`` differs per party
     so that all of them can also run on one machine)."""
-    if '"' in str(data_path):
-        raise ValueError(f'party file path {data_path} contains a double quote (")')
-    node_config = (
-        f"{P.NODE_PARTITION_ID}={partition_id} num-partitions={n_parties} "
-        f"{P.NODE_DATA_PATH}={json.dumps(str(data_path))} {P.NODE_SHARED_SEED}={shared_seed}"
-    )
+    node_config = node_config_text(partition_id, n_parties, data_path, shared_seed)
     return (
         f"flower-supernode --insecure --superlink {superlink} --port {9094 + partition_id} "
         f"--node-config {shlex.quote(node_config)}"

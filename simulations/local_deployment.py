@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from flwr_vflgan.simulations.config import ExportConfig, to_run_spec
-from flwr_vflgan.simulations.export_parties import export_parties
+from flwr_vflgan.simulations.export_parties import export_parties, node_config_text
 from flwr_vflgan.simulations.flower_processes import (
     HOST,
     DeploymentFailed,
@@ -46,7 +46,6 @@ from flwr_vflgan.simulations.flower_processes import (
 )
 from flwr_vflgan.simulations.server_app import compose_run_config
 
-from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec
 
 NodeKind = Literal["party", "supernode"]
@@ -214,10 +213,7 @@ def deploy(
         shared_seed = secrets.randbelow(_SEED_BOUND)
         start_superlink(procs, link_port, env, work_dir)
         for i, path in enumerate(exported.data_files):
-            node_config = (
-                f"{P.NODE_PARTITION_ID}={i} num-partitions={len(exported.data_files)} "
-                f"{P.NODE_DATA_PATH}={json.dumps(str(path))} {P.NODE_SHARED_SEED}={shared_seed}"
-            )
+            node_config = node_config_text(i, len(exported.data_files), path, shared_seed)
             procs.start(
                 f"{nodes}-node-{i}",
                 node_args(nodes, superlink, node_config, node_ports[i]),

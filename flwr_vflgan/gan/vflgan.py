@@ -50,9 +50,6 @@ from flwr_vflgan.runtime.rng import (
     uniform_alpha,
 )
 
-PartyForward = StepTensors
-"""What a party sends for one step: features of its real rows (D steps) and fakes."""
-
 
 def first_part_penalty(
     discriminator: LocalDiscriminator, real: torch.Tensor, fake: torch.Tensor, alpha: torch.Tensor
@@ -175,15 +172,15 @@ class PartyTrainer:
         return fake if rows is None else fake[:rows]
 
     # -- protocol halves ---------------------------------------------------------------
-    def forward(self, step: int, kind: StepKind) -> PartyForward:
+    def forward(self, step: int, kind: StepKind) -> StepTensors:
         """Features for step ``step``; updates BatchNorm statistics exactly once."""
         with torch.no_grad():
             if kind is StepKind.GENERATOR:
-                return PartyForward(real=None, fake=self.discriminator.features(self._fake(step)))
+                return StepTensors(real=None, fake=self.discriminator.features(self._fake(step)))
             batch = self._batch(step)
             fake = self.discriminator.features(self._fake(step, batch.shape[0]))
             real = self.discriminator.features(batch)
-        return PartyForward(real=real, fake=fake)
+        return StepTensors(real=real, fake=fake)
 
     def apply(
         self,

@@ -18,8 +18,9 @@ from torch import nn
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule, StepKind
-from flwr_vflgan.gan.vflgan import PartyForward, PartyTrainer, ServerTrainer
+from flwr_vflgan.gan.vflgan import PartyTrainer, ServerTrainer
 from flwr_vflgan.nn.models import SharedDiscriminator
+from flwr_vflgan.runtime.blocks import StepTensors
 from flwr_vflgan.runtime.codec import get_tensor, tensors_to_record
 from flwr_vflgan.runtime.rng import Stream, torch_generator
 
@@ -186,9 +187,9 @@ def _relay_tensor(tensor: torch.Tensor) -> torch.Tensor:
     return get_tensor(content, "msg", "x", (8, 4))
 
 
-def _relay(out: PartyForward) -> PartyForward:
+def _relay(out: StepTensors) -> StepTensors:
     real = None if out.real is None else _relay_tensor(out.real)
-    return PartyForward(real=real, fake=_relay_tensor(out.fake))
+    return StepTensors(real=real, fake=_relay_tensor(out.fake))
 
 
 def test_protocol_with_a_fresh_party_process_per_message(make_config, party_spans, party_tables):
