@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from flwr_vflgan.runtime import protocol as P
 
-from .gafm import GAFMClient
 from .vtgan import VTGANClient
+
+if TYPE_CHECKING:
+    from .gafm import GAFMClient
 
 
 def make_client_app() -> ClientApp:
     """A ClientApp whose handlers route VFLGAN's, VT-GAN's and GAFM's message types to
-    fresh clients."""
+    fresh clients.
+
+    GAFM's client is built on its first message: its label party's metrics and the
+    Marvell defence import scikit-learn and scipy, which a GAN party never needs (about
+    90 MiB of a party node's memory).
+    """
     app = ClientApp()
     client = VTGANClient()
-    gafm = GAFMClient()
+    gafm_clients: list[GAFMClient] = []
+
+    def gafm() -> GAFMClient:
+        if not gafm_clients:
+            from .gafm import GAFMClient
+
+            gafm_clients.append(GAFMClient())
+        return gafm_clients[0]
 
     @app.query(P.SETUP.split(".")[1])
     def setup(msg: Message, context: Context) -> Message:
@@ -48,15 +64,15 @@ def make_client_app() -> ClientApp:
 
     @app.query(P.GF_SETUP.split(".")[1])
     def gafm_setup(msg: Message, context: Context) -> Message:
-        return gafm.setup(msg, context)
+        return gafm().setup(msg, context)
 
     @app.train(P.GF_STEP.split(".")[1])
     def gafm_step(msg: Message, context: Context) -> Message:
-        return gafm.step(msg, context)
+        return gafm().step(msg, context)
 
     @app.evaluate(P.GF_PREDICT.split(".")[1])
     def gafm_predict(msg: Message, context: Context) -> Message:
-        return gafm.predict(msg, context)
+        return gafm().predict(msg, context)
 
     return app
 

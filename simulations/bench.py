@@ -185,7 +185,10 @@ def runtime_rows(spec: Any, k: int, steps: int, job: int, deployment: bool) -> l
 
 
 _PARTY_PROBE = """
-import resource, sys, torch
+import resource, sys
+from flwr_vflgan.clients.node import return_freed_memory
+return_freed_memory()  # as flwr-vflgan-node does before it loads anything
+import torch
 torch.set_num_threads(1)
 from flwr_vflgan.runtime.party_data import DataSpec, party_block
 from flwr_vflgan.config import VFLGANConfig

@@ -14,21 +14,20 @@ import logging
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit, softmax
-from sklearn.compose import ColumnTransformer
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.impute import SimpleImputer
-from sklearn.model_selection import train_test_split
-from sklearn.neural_network import MLPClassifier
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import OneHotEncoder, StandardScaler
-from threadpoolctl import threadpool_limits
 
 from flwr_vflgan.data.schema import ColumnKind, Schema
+
+if TYPE_CHECKING:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.neural_network import MLPClassifier
+
+# scikit-learn and scipy are imported where they are used: every party process imports
+# this module (for the split's settings) and most never rank features; the two
+# libraries cost a party node about 90 MiB of its memory budget.
 
 __all__ = [
     "IMPORTANCE_SPLITS",
@@ -126,6 +125,11 @@ def feature_importance(
     process has: every simulated party computes the same split. With the defaults,
     Adult (48,842 rows, 14 features) takes about 11 s on one core (docs/evaluation.md).
     """
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.model_selection import train_test_split
+    from sklearn.neural_network import MLPClassifier
+    from threadpoolctl import threadpool_limits
+
     _check_inputs(frame, schema, label)
     for name, value, minimum in (
         ("seed", seed, 0),
@@ -332,6 +336,11 @@ def _as_model_input(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
 
 def _feature_encoder(schema: Schema, features: Sequence[str]) -> ColumnTransformer:
     """One transformer per feature, so ``output_indices_`` gives each feature's columns."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
     steps = []
     for name in features:
         transformer: OneHotEncoder | Pipeline
@@ -414,6 +423,8 @@ def _shapley_over_orders(
 
 def _output_proba(network: MLPClassifier, hidden: np.ndarray) -> np.ndarray:
     """Class probabilities from ReLU hidden activations, as ``predict_proba`` computes."""
+    from scipy.special import expit, softmax
+
     scores = hidden @ network.coefs_[1] + network.intercepts_[1]
     if network.out_activation_ == "logistic":
         positive = expit(scores)

@@ -32,21 +32,28 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from numbers import Integral, Real
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-from dp_accounting import (
-    GaussianDpEvent,
-    NeighboringRelation,
-    PoissonSampledDpEvent,
-    SampledWithoutReplacementDpEvent,
-)
-from dp_accounting.rdp import rdp_privacy_accountant
-from scipy.optimize import brentq
+
+if TYPE_CHECKING:
+    from dp_accounting import NeighboringRelation
+
+# dp_accounting (and the scipy.stats it loads) is imported by the functions that account:
+# every process of a run imports this module, and a party of a run without DP would
+# otherwise carry about 65 MiB of libraries it never calls.
 
 LEDGER_SCHEMA_VERSION = 1
-RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
-"""Rényi orders of every evaluation: ``dp_accounting``'s ``DEFAULT_RDP_ORDERS``."""
+RDP_ORDERS: tuple[float, ...] = (
+    *(1 + x / 10.0 for x in range(1, 100)),
+    *(float(a) for a in range(11, 64)),
+    128.0,
+    256.0,
+    512.0,
+    1024.0,
+)
+"""Rényi orders of every evaluation: ``dp_accounting``'s ``DEFAULT_RDP_ORDERS`` (a test
+checks they are equal)."""
 
 # Noise multipliers outside this range are not a sane DP-SGD or VFLGAN configuration.
 _MIN_NOISE_MULTIPLIER = 1e-3
@@ -77,6 +84,8 @@ class Sampling(StrEnum):
     @property
     def neighbouring_relation(self) -> NeighboringRelation:
         """The ``dp_accounting`` neighbouring relation this scheme's theorem assumes."""
+        from dp_accounting import NeighboringRelation
+
         if self is Sampling.WITHOUT_REPLACEMENT:
             return NeighboringRelation.REPLACE_ONE
         return NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -204,6 +213,13 @@ def _rdp_per_step(
     dataset_size: int, batch_size: int, noise_multiplier: float, sampling: Sampling
 ) -> tuple[float, ...]:
     """RDP of one step at every order of ``RDP_ORDERS``, from ``dp_accounting``'s accountant."""
+    from dp_accounting import (
+        GaussianDpEvent,
+        PoissonSampledDpEvent,
+        SampledWithoutReplacementDpEvent,
+    )
+    from dp_accounting.rdp import rdp_privacy_accountant
+
     gaussian = GaussianDpEvent(noise_multiplier)
     if sampling is Sampling.WITHOUT_REPLACEMENT:
         event = SampledWithoutReplacementDpEvent(dataset_size, batch_size, gaussian)
@@ -267,6 +283,8 @@ def _convert(rdp: np.ndarray, delta: float, conversion: Conversion) -> float:
     if conversion is Conversion.CLASSIC:
         orders = np.asarray(RDP_ORDERS)
         return float(np.min(rdp + math.log(1 / delta) / (orders - 1)))
+    from dp_accounting.rdp import rdp_privacy_accountant
+
     value, _ = rdp_privacy_accountant.compute_epsilon(list(RDP_ORDERS), rdp, delta)
     return float(value)
 
@@ -402,6 +420,8 @@ def calibrate_noise(
         f"delta={delta:g}, {steps} steps, batch {batch_size} of {dataset_size}, "
         f"{template.sampling.value} sampling, {conversion.value} conversion"
     )
+    from scipy.optimize import brentq
+
     low, high = _noise_bracket(eps_at, target_epsilon, describe)
     log_target = math.log(target_epsilon)
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import platform
+import subprocess
+import sys
 
 import flwr
 import pytest
@@ -20,6 +23,7 @@ from flwr_vflgan.clients.node import (
     PartyNode,
     main,
     parse_args,
+    return_freed_memory,
 )
 from packaging.version import Version
 
@@ -123,3 +127,27 @@ def test_a_client_app_that_raises_still_gets_an_error_reply(monkeypatch: pytest.
     reply = node._handle(message, context)
     assert reply.has_error() and reply.error.code == ERROR_CLIENT_EXCEPTION
     assert "boom" in reply.error.reason
+
+
+def test_a_party_process_does_not_load_libraries_only_other_roles_use():
+    # scikit-learn, scipy and dp_accounting cost a party node about 150 MiB; a VFLGAN
+    # party without DP never calls them (they load when a VT-GAN client fits its modes,
+    # a GAFM client builds its defence or metrics, or a run accounts for DP).
+    probe = (
+        "import sys\n"
+        "import flwr_vflgan.clients.node, flwr_vflgan.clients.client_app\n"
+        "from flwr_vflgan.runtime.party_data import party_block\n"
+        "from flwr_vflgan.gan.exchanges import LocalVFLGAN\n"
+        "print(' '.join(m for m in ('sklearn', 'scipy', 'dp_accounting', 'opacus') "
+        "if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "", f"a party process imports {out.stdout.strip()}"
+
+
+def test_freed_memory_goes_back_to_the_system_on_glibc():
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("mallopt is glibc's")
+    assert return_freed_memory() is True
