@@ -420,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not return_freed_memory():
         log.info("not glibc: freed memory is returned to the system as the allocator decides")
     import torch
+
     from flwr_vflgan.clients.client_app import app
 
     torch.set_num_threads(settings.torch_threads)

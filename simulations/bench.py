@@ -45,16 +45,16 @@ from typing import Any
 
 import hydra
 import torch
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.simulations.config import register_configs, to_run_spec
-from flwr_vflgan.simulations.pipeline import _run_simulation, shared_seed_for
-from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 from omegaconf import DictConfig
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.privacy import DPConfig, Mechanism, plan_privacy
 from flwr_vflgan.runtime.party_data import all_blocks
+from flwr_vflgan.simulations.config import register_configs, to_run_spec
+from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
+from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
 register_configs()
 
@@ -122,7 +122,7 @@ def inprocess_step_ms(spec: Any, warmup: int, steps: int) -> float:
 
 def simulation_exchange_ms(spec: Any, steps: int) -> float:
     """Milliseconds per exchange in Flower's simulation engine (training loop only)."""
-    result = _run_simulation(_strategy(spec, steps), spec, shared_seed_for(spec.seed))
+    result = run_simulation_engine(_strategy(spec, steps), spec, shared_seed_for(spec.seed))
     return result.train_seconds / (steps + 1) * 1e3
 
 
@@ -154,7 +154,7 @@ def runtime_rows(spec: Any, k: int, steps: int, job: int, deployment: bool) -> l
     ]
     result = _strategy(spec, steps).start(InProcessGrid(make_client_app(), nodes))
     rows.append(_row("in-process", result.train_seconds, steps, result.exchanges - 2, job))
-    result = _run_simulation(_strategy(spec, steps), spec, shared_seed_for(spec.seed))
+    result = run_simulation_engine(_strategy(spec, steps), spec, shared_seed_for(spec.seed))
     rows.append(_row("simulation", result.train_seconds, steps, result.exchanges - 2, job))
     if deployment:
         from flwr_vflgan.simulations.local_deployment import deploy

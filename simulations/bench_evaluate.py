@@ -21,12 +21,12 @@ import time
 
 import numpy as np
 import pandas as pd
-from flwr_vflgan.simulations.config import register_configs, to_evaluate_spec
-from flwr_vflgan.simulations.evaluate import load_other, load_real
 from hydra import compose, initialize_config_module
 
 from flwr_vflgan.data.partition import partition_columns
 from flwr_vflgan.evaluation import evaluate_tables
+from flwr_vflgan.simulations.config import register_configs, to_evaluate_spec
+from flwr_vflgan.simulations.evaluate import load_other, load_real
 
 TARGET_SECONDS = 120.0
 

@@ -33,17 +33,17 @@ import hydra
 import numpy as np
 import torch
 from flwr.app import ArrayRecord, Message
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.simulations.config import register_configs, to_run_spec
-from flwr_vflgan.simulations.pipeline import _run_simulation, shared_seed_for
-from flwr_vflgan.strategies import InProcessGrid
-from flwr_vflgan.strategies.gafm import GAFMStrategy
 from omegaconf import DictConfig
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.gafm.config import Method
 from flwr_vflgan.gafm.data import all_features, spec_labels
 from flwr_vflgan.gafm.training import PlainLink, binary_labels, train_repetition
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.simulations.config import register_configs, to_run_spec
+from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
+from flwr_vflgan.strategies import InProcessGrid
+from flwr_vflgan.strategies.gafm import GAFMStrategy
 
 register_configs()
 
@@ -122,7 +122,7 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
             method, sim_settings, n_parties=n, seed=spec.seed, labels=raw, label_ids=ids,
             label=label, data_spec=spec.data,
         )  # fmt: skip
-        outcome = _run_simulation(sim, sim_spec, shared_seed_for(spec.seed))
+        outcome = run_simulation_engine(sim, sim_spec, shared_seed_for(spec.seed))
         rep = outcome.repetitions[0]
         # The repetition's time covers all its exchanges (setup, steps, last update, prediction).
         result["simulation_exchange_ms"] = 1000 * rep.seconds / outcome.exchanges

@@ -52,17 +52,17 @@ import hydra
 import numpy as np
 import torch
 from flwr.app import Message
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.simulations.config import register_configs, to_run_spec
-from flwr_vflgan.simulations.pipeline import _run_simulation, shared_seed_for
-from flwr_vflgan.strategies import InProcessGrid, VTGANStrategy
 from omegaconf import DictConfig
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.data.modes import ModeSpecificEncoder
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import party_block
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
+from flwr_vflgan.simulations.config import register_configs, to_run_spec
+from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
+from flwr_vflgan.strategies import InProcessGrid, VTGANStrategy
 from flwr_vflgan.vtgan.local import run_step
 from flwr_vflgan.vtgan.party import VTGANParty
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
@@ -229,7 +229,7 @@ def inprocess(spec: Any, schedule: Schedule, warmup: int, steps: int) -> dict[st
 
 def simulation_step_ms(spec: Any, steps: int) -> dict[str, float]:
     """Milliseconds per step and per exchange in Flower's simulation engine."""
-    result = _run_simulation(_strategy(spec, steps), spec, shared_seed_for(spec.seed))
+    result = run_simulation_engine(_strategy(spec, steps), spec, shared_seed_for(spec.seed))
     # setup, build and the two publication exchanges are outside the training loop
     loop_exchanges = result.exchanges - 4
     return {

@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from flwr_vflgan.strategies.exchange import DEFAULT_POLL_INTERVAL
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
@@ -20,6 +19,7 @@ from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.privacy import DPConfig
 from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.strategies.exchange import DEFAULT_POLL_INTERVAL
 from flwr_vflgan.vtgan.config import VTGANSettings
 
 RuntimeKind = Literal["inprocess", "simulation", "deployment"]

@@ -21,9 +21,6 @@ from typing import Any
 
 import hydra
 import pandas as pd
-from flwr_vflgan.simulations.config import EvaluateSpec, register_configs, to_evaluate_spec
-from flwr_vflgan.simulations.pipeline import json_default, write_atomically
-from flwr_vflgan.simulations.reporting import print_evaluation
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
@@ -32,6 +29,9 @@ from flwr_vflgan.data.partition import partition_columns
 from flwr_vflgan.data.registry import image_shape_of
 from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
+from flwr_vflgan.simulations.config import EvaluateSpec, register_configs, to_evaluate_spec
+from flwr_vflgan.simulations.outputs import json_default, write_atomically
+from flwr_vflgan.simulations.reporting import print_evaluation
 
 log = logging.getLogger(__name__)
 register_configs()

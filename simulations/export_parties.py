@@ -27,15 +27,16 @@ from typing import TextIO
 
 import hydra
 import pandas as pd
-from flwr_vflgan.simulations.config import ExportConfig, _section, register_configs, to_run_spec
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data import write_party_files
 from flwr_vflgan.gafm.data import feature_columns, spec_labels
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec, load_full_table, split_columns
+from flwr_vflgan.simulations.config import ExportConfig, _section, register_configs, to_run_spec
 
 ID_COLUMN = "row_id"
 """The ID column of the party files: the name a party's ``load_party_file`` expects."""
@@ -115,9 +116,7 @@ def export_parties(data: DataSpec, export: ExportConfig, label_party: bool = Fal
         _, _, label = spec_labels(data)
         labels_path = out_dir / "labels.csv"
         frame = pd.DataFrame({ID_COLUMN: ids.to_numpy(), label: dataset.frame[label].to_numpy()})
-        tmp = out_dir / ".labels.csv.tmp"
-        frame.to_csv(tmp, index=False)
-        tmp.replace(labels_path)
+        write_atomically(labels_path, lambda tmp: frame.to_csv(tmp, index=False))
     return ExportResult(
         labels_file=labels_path,
         dataset=dataset.name,

@@ -15,17 +15,16 @@ from dataclasses import asdict
 from typing import Any
 
 from flwr.serverapp import Grid
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.strategies import InProcessGrid
-from flwr_vflgan.strategies.gafm import GAFMResult, GAFMStrategy
 
 from flwr_vflgan.gafm.config import Method
 from flwr_vflgan.gafm.data import labels_file, spec_labels
 from flwr_vflgan.gafm.paper import paper_cells, paper_row
 from flwr_vflgan.gafm.training import ATTACKS
-from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.strategies.gafm import GAFMResult, GAFMStrategy
 
 from .config import RunSpec
+from .launch import start_on_runtime
+from .outputs import json_default, write_atomically
 
 
 def run_gafm(
@@ -36,8 +35,6 @@ def run_gafm(
     observer: Callable | None = None,
 ) -> dict[str, Any]:
     """Train every repetition over the chosen runtime; returns what ``metrics.json`` holds."""
-    from .pipeline import _run_simulation, json_default, shared_seed_for, write_atomically
-
     settings = spec.algorithm.gafm
     deployed = spec.runtime.kind == "deployment"
     if settings.labels_path:
@@ -63,25 +60,7 @@ def run_gafm(
         node_wait_timeout=spec.runtime.node_wait_timeout,
         progress=progress,
     )
-    if grid is not None:
-        result = strategy.start(grid)
-    elif spec.runtime.kind == "inprocess":
-        nodes = [
-            {
-                P.NODE_PARTITION_ID: i,
-                "num-partitions": spec.data.n_parties,
-                P.NODE_SHARED_SEED: shared_seed_for(spec.seed),
-            }
-            for i in range(spec.data.n_parties)
-        ]
-        result = strategy.start(InProcessGrid(make_client_app(), nodes, observer=observer))
-    elif spec.runtime.kind == "simulation":
-        result = _run_simulation(strategy, spec, shared_seed_for(spec.seed))
-    else:
-        raise ValueError(
-            "runtime=deployment runs on a SuperLink with SuperNodes: launch it with `flwr run` "
-            "(see docs/deployment.md)"
-        )
+    result = start_on_runtime(strategy, spec, grid=grid, observer=observer)
     metrics = {
         "algorithm": spec.algorithm.variant.value,
         "dataset": spec.data.source,

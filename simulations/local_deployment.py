@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.simulations.config import ExportConfig, to_run_spec
 from flwr_vflgan.simulations.export_parties import export_parties, node_config_text
 from flwr_vflgan.simulations.flower_processes import (
@@ -45,8 +46,6 @@ from flwr_vflgan.simulations.flower_processes import (
     write_flower_config,
 )
 from flwr_vflgan.simulations.server_app import compose_run_config
-
-from flwr_vflgan.runtime.party_data import DataSpec
 
 NodeKind = Literal["party", "supernode"]
 FEDERATION = "local-deployment"

@@ -11,26 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from flwr.serverapp import Grid
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.strategies import (
-    InProcessGrid,
-    RunStopped,
-    VFLGANResult,
-    VFLGANStrategy,
-    VTGANStrategy,
-)
-from flwr_vflgan.strategies.flower_tuning import prompt_simulation_delivery
 
 from flwr_vflgan.config import Variant
 from flwr_vflgan.data import Dataset, Span
@@ -41,11 +30,19 @@ from flwr_vflgan.gan.plain import CentralizedWGANGP
 from flwr_vflgan.gan.schedule import Schedule, budget_schedule
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
 from flwr_vflgan.privacy import plan_privacy
-from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
-from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
+from flwr_vflgan.runtime.rng import Stream, numpy_generator
+from flwr_vflgan.strategies import (
+    RunStopped,
+    VFLGANResult,
+    VFLGANStrategy,
+    VTGANStrategy,
+)
 
 from .config import RunSpec
+from .gafm_pipeline import run_gafm
+from .launch import start_on_runtime
+from .outputs import json_default, write_atomically
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict[str, float]], None]
@@ -68,15 +65,6 @@ class Evaluator:
         return frechet_distance(self.real, np.concatenate(encoded, axis=1))
 
 
-def shared_seed_for(seed: int) -> int:
-    """The parties' shared seed for launcher-started runs (stands in for key agreement).
-
-    The launcher gives it to the parties through their node settings or environment,
-    never through the server.
-    """
-    return derive_seed(seed, Stream.NOISE, 0, 2)
-
-
 def run_experiment(
     spec: RunSpec,
     *,
@@ -94,8 +82,6 @@ def run_experiment(
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     if spec.algorithm.is_gafm:
-        from .gafm_pipeline import run_gafm
-
         return run_gafm(spec, grid=grid, progress=progress, observer=observer)
     real: Dataset | None = None
     evaluator: Evaluator | None = None
@@ -251,71 +237,7 @@ def train_federated(
             node_wait_timeout=spec.runtime.node_wait_timeout,
             progress=progress,
         )
-    if grid is not None:
-        return strategy.start(grid)
-    shared = shared_seed_for(spec.seed)
-    if spec.runtime.kind == "inprocess":
-        nodes = [
-            {
-                P.NODE_PARTITION_ID: i,
-                "num-partitions": spec.data.n_parties,
-                P.NODE_SHARED_SEED: shared,
-            }
-            for i in range(spec.data.n_parties)
-        ]
-        return strategy.start(InProcessGrid(make_client_app(), nodes, observer=observer))
-    if spec.runtime.kind == "simulation":
-        return _run_simulation(strategy, spec, shared)
-    raise ValueError(
-        "runtime=deployment runs on a SuperLink with SuperNodes: start them and launch with "
-        "`flwr run . <federation> --run-config 'overrides=\"runtime=deployment ...\"'` "
-        "(see docs/deployment.md)"
-    )
-
-
-def _run_simulation(strategy: Any, spec: RunSpec, shared: int) -> Any:
-    from flwr.serverapp import ServerApp
-
-    outcome: dict[str, Any] = {}
-    server_app = ServerApp()
-
-    @server_app.main()
-    def main(grid: Grid, context: Any) -> None:
-        try:
-            outcome["result"] = strategy.start(grid)
-        except Exception as exc:
-            outcome["error"] = exc
-            raise
-
-    # Simulated SuperNodes only get partition ids from Flower: the shared seed reaches
-    # the ClientApps through their environment (Ray workers inherit it), not the server.
-    os.environ[P.ENV_SHARED_SEED] = str(shared)
-    os.environ.setdefault("OMP_NUM_THREADS", str(spec.runtime.torch_threads))
-    cpus = spec.runtime.cpus_per_node
-    with prompt_simulation_delivery():
-        _simulate(server_app, spec, cpus)
-    if "error" in outcome:
-        raise RunStopped(f"the simulation stopped: {outcome['error']}") from outcome["error"]
-    if "result" not in outcome:
-        raise RunStopped("the simulation ended without a result; see Flower's log above")
-    return outcome["result"]
-
-
-def _simulate(server_app: Any, spec: RunSpec, cpus: float) -> None:
-    from flwr.simulation import run_simulation
-
-    run_simulation(
-        server_app=server_app,
-        client_app=make_client_app(),
-        num_supernodes=spec.data.n_parties,
-        backend_config={
-            "client_resources": {"num_cpus": cpus, "num_gpus": 0.0},
-            "init_args": {
-                "num_cpus": max(1, int(np.ceil(cpus * spec.data.n_parties))),
-                "include_dashboard": False,
-            },
-        },
-    )
+    return start_on_runtime(strategy, spec, grid=grid, observer=observer)
 
 
 def train_centralized(
@@ -482,21 +404,3 @@ def conform(synthetic: pd.DataFrame, real: pd.DataFrame) -> pd.DataFrame:
         if out[column].dtype != real[column].dtype:
             out[column] = out[column].astype(real[column].dtype)
     return out
-
-
-def json_default(value: Any) -> Any:
-    """JSON for numpy scalars and arrays (metric functions may return them)."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -21,14 +21,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
-from flwr_vflgan.simulations.gafm_pipeline import HEADER, NOTE
-from flwr_vflgan.simulations.seed_summary import dataset_name
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import Variant
 from flwr_vflgan.gafm.attacks import ATTACKS
 from flwr_vflgan.gafm.paper import paper_cells, paper_row
+from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
+from flwr_vflgan.simulations.gafm_pipeline import HEADER, NOTE
+from flwr_vflgan.simulations.seed_summary import dataset_name
 
 PAPER002_ALGORITHMS = (
     Variant.GAFM.value,

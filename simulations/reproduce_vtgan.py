@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
-from flwr_vflgan.simulations.seed_summary import dataset_name, mean_spread
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import Variant
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.metrics.similarity import association_difference
 from flwr_vflgan.runtime.party_data import load_full_table, split_columns
+from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
+from flwr_vflgan.simulations.seed_summary import dataset_name, mean_spread
 
 PAPER001_ALGORITHMS = (Variant.CTGAN.value, Variant.VTGAN.value)
 """The algorithms whose rows this module builds (the rest are paper 000's Table 1)."""

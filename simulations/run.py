@@ -16,11 +16,12 @@ import logging
 import sys
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.pipeline import run_experiment
 from flwr_vflgan.simulations.reporting import Reporter
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 register_configs()

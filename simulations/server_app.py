@@ -16,11 +16,12 @@ from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig
+
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.pipeline import run_experiment
 from flwr_vflgan.strategies.flower_tuning import prompt_object_pulls
-from hydra import compose, initialize_config_module
-from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 app = ServerApp()

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data.schema import ColumnKind, Schema
 from flwr_vflgan.metrics.tables import category_strings
 
@@ -33,12 +34,9 @@ def _pyplot() -> Any:
 
 def _save(fig: Any, path: Path) -> Path:
     # Written under a temporary name and renamed, so a crash leaves no partial PNG.
-    tmp = path.with_name(f".{path.stem}.tmp.png")
     try:
-        fig.savefig(tmp, dpi=100, bbox_inches="tight")
-        tmp.replace(path)
+        write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=100, bbox_inches="tight"), ".png")
     finally:
-        tmp.unlink(missing_ok=True)
         _pyplot().close(fig)
     return path
 

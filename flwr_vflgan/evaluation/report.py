@@ -9,13 +9,13 @@ half-written report.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data.schema import Schema
 from flwr_vflgan.evaluation import plots
 from flwr_vflgan.evaluation.config import CLASSIFIERS
@@ -234,12 +234,7 @@ def write_report(
                 written.append(path)
     text = render_report(evaluation, title=title, run=run, figures=figures)
     report = out / "report.md"
-    tmp = report.with_name(".report.md.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, report)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomically(report, lambda tmp: tmp.write_text(text))
     written.append(report)
     log.info("wrote %s", ", ".join(p.name for p in written))
     return written

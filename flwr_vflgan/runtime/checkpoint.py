@@ -10,11 +10,12 @@ with a schema version and the configuration it was written under.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from flwr_vflgan.atomic import write_atomically
 
 CHECKPOINT_SCHEMA_VERSION = 1
 _KEEP = 2
@@ -22,10 +23,12 @@ _KEEP = 2
 
 def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        np.savez(handle, **dict(arrays))  # type: ignore[arg-type]
-    os.replace(tmp, path)
+
+    def save(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, **dict(arrays))  # type: ignore[arg-type]
+
+    write_atomically(path, save)
 
 
 def _meta_array(meta: Mapping[str, object]) -> np.ndarray:

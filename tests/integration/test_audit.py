@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.simulations.pipeline import Evaluator
-from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.messages import PACKED
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
+from flwr_vflgan.simulations.pipeline import Evaluator
+from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
 SHARED = 987654321123
 NOISE_SEED = 555666777888

@@ -8,15 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 from flwr.app import ConfigRecord, Message, RecordDict
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import load_dataset, write_party_files
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import tensors_to_record
 from flwr_vflgan.runtime.messages import PACKED
 from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
 
 CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 4, "eval_every": 0}})
 K3 = VFLGANConfig.from_dict(

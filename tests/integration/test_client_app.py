@@ -12,14 +12,14 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
+
 from flwr_vflgan.clients import client_app as client_app_module
 from flwr_vflgan.clients import make_client_app, vflgan
 from flwr_vflgan.clients.client_app import PartyClients
-from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
-
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
 CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 4, "eval_every": 0}})
 

@@ -26,7 +26,10 @@ import pandas as pd
 import pytest
 from conftest import SHARED_DATASETS
 from flwr.common.config import parse_config_args
+
 from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.data import load_dataset, load_party_file
+from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.simulations.config import ExportConfig, to_run_spec
 from flwr_vflgan.simulations.export_parties import export_parties, supernode_command
 from flwr_vflgan.simulations.flower_processes import (
@@ -42,9 +45,6 @@ from flwr_vflgan.simulations.local_deployment import launch_and_wait, start_supe
 from flwr_vflgan.simulations.pipeline import train_federated
 from flwr_vflgan.simulations.server_app import compose_run_config
 from flwr_vflgan.strategies import InProcessGrid, VFLGANResult, VTGANStrategy
-
-from flwr_vflgan.data import load_dataset, load_party_file
-from flwr_vflgan.runtime.party_data import DataSpec
 
 REPO = Path(__file__).resolve().parents[2]
 FEDERATION = "testdeploy"

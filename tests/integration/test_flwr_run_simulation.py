@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from flwr_vflgan.data import load_dataset
 from flwr_vflgan.simulations.flower_processes import (
     FlowerProcesses,
     fetch_run_log,
@@ -26,8 +28,6 @@ from flwr_vflgan.simulations.flower_processes import (
     started_run_id,
     wait_for_run_metrics,
 )
-
-from flwr_vflgan.data import load_dataset
 
 pytestmark = pytest.mark.slow
 

@@ -20,16 +20,16 @@ import pytest
 import torch
 from conftest import SHARED_DATASETS
 from flwr.app import ArrayRecord, ConfigRecord, Message
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.simulations.config import ReproduceConfig
-from flwr_vflgan.strategies import InProcessGrid, RunStopped
-from flwr_vflgan.strategies.gafm import GAFMStrategy
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.gafm.config import GAFMSettings, Method
 from flwr_vflgan.gafm.data import all_features, spec_labels
 from flwr_vflgan.gafm.training import PlainLink, binary_labels, train_repetition
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.simulations.config import ReproduceConfig
+from flwr_vflgan.strategies import InProcessGrid, RunStopped
+from flwr_vflgan.strategies.gafm import GAFMStrategy
 
 SPAMBASE = DataSpec(source="spambase", n_parties=2, data_dir=str(SHARED_DATASETS))
 SHORT = GAFMSettings(epochs=3, batch_size=256, repetitions=2, eval_every=2)
@@ -183,10 +183,11 @@ def test_audit_labels_never_reach_a_party_and_features_never_reach_the_server(k:
 
 
 def test_reproduce_grid_and_table_for_paper_002(tmp_path: Path) -> None:
-    from flwr_vflgan.simulations import reproduce_gafm
-    from flwr_vflgan.simulations.config import register_configs, to_run_spec
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
+
+    from flwr_vflgan.simulations import reproduce_gafm
+    from flwr_vflgan.simulations.config import register_configs, to_run_spec
 
     register_configs()
     rc = ReproduceConfig(

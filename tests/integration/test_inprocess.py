@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.simulations.pipeline import Evaluator
-from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 from interrupt import Interrupt, stop_in_epoch
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.vflgan import PartyTrainer
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
+from flwr_vflgan.simulations.pipeline import Evaluator
+from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
 SHARED = 4242
 

@@ -7,17 +7,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
-from flwr_vflgan.simulations.pipeline import Evaluator, run_experiment
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
 from interrupt import Interrupt, stop_in_epoch
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.privacy import GaussianSteps, epsilon, plan_privacy
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
+from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
+from flwr_vflgan.simulations.pipeline import Evaluator, run_experiment
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
 
 SHARED = 4242
 ROWS = 640  # adult_small

@@ -9,15 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VTGANStrategy
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import load_dataset
 from flwr_vflgan.metrics.similarity import jensen_shannon_divergences
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import tensors_to_record
 from flwr_vflgan.runtime.party_data import DataSpec, party_block
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VTGANStrategy
 from flwr_vflgan.vtgan.attacks import reconstruct_column, reconstruction_accuracy
 from flwr_vflgan.vtgan.server import ClientShape
 

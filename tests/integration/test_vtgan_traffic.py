@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from flwr.app import Message
-from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.strategies import InProcessGrid, VTGANStrategy
 
+from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.strategies import InProcessGrid, VTGANStrategy
 
 B, N, N_CRITIC = 64, 640, 5
 # Flower serialises each array with numpy.save: the .npy format 1.0 header is padded so

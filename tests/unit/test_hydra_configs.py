@@ -7,15 +7,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hydra import compose, initialize_config_module
+from omegaconf.errors import MissingMandatoryValue
+
+from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.simulations.config import (
     register_configs,
     to_evaluate_spec,
     to_run_spec,
 )
-from hydra import compose, initialize_config_module
-from omegaconf.errors import MissingMandatoryValue
-
-from flwr_vflgan.evaluation import EvaluationConfig
 
 
 def _compose(name: str, overrides: list[str]):

@@ -11,6 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from flwr_vflgan.evaluation import EvaluationConfig
+from flwr_vflgan.metrics.similarity import association_difference
 from flwr_vflgan.simulations import reproduce_vtgan
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, register_configs, to_run_spec
 from flwr_vflgan.simulations.reproduce import (
@@ -23,11 +28,6 @@ from flwr_vflgan.simulations.reproduce import (
     run_specs,
     summarise,
 )
-from hydra import compose, initialize_config_module
-from omegaconf import OmegaConf
-
-from flwr_vflgan.evaluation import EvaluationConfig
-from flwr_vflgan.metrics.similarity import association_difference
 
 
 def _spec(tmp_path: Path, algorithm: str, seed: int, dataset: str = "german_credit") -> RunSpec:

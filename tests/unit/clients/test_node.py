@@ -16,6 +16,8 @@ import flwr
 import pytest
 from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
+from packaging.version import Version
+
 from flwr_vflgan.clients.node import (
     ERROR_CLIENT_EXCEPTION,
     FLWR_INTERNALS,
@@ -25,7 +27,6 @@ from flwr_vflgan.clients.node import (
     parse_args,
     return_freed_memory,
 )
-from packaging.version import Version
 
 
 def test_flwr_is_inside_the_range_this_node_was_checked_against():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from flwr.supercore.inflatable import inflatable_utils
+
 from flwr_vflgan.strategies.flower_tuning import prompt_object_pulls
 
 
@@ -36,6 +37,7 @@ def test_simulation_delivery_loop_is_replaced_inside_and_restored_after():
     import inspect
 
     from flwr.server.superlink.fleet.vce import vce_api
+
     from flwr_vflgan.strategies.flower_tuning import prompt_simulation_delivery
 
     original = vce_api.add_messages_to_queue
@@ -57,6 +59,7 @@ def test_the_replacement_delivers_every_pushed_message_and_waits_the_interval():
     from queue import Queue
 
     from flwr.server.superlink.fleet.vce import vce_api
+
     from flwr_vflgan.strategies.flower_tuning import prompt_simulation_delivery
 
     class State:
