@@ -52,6 +52,7 @@ from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.privacy import DPConfig, Mechanism, plan_privacy
 from flwr_vflgan.runtime.party_data import all_blocks
+from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
@@ -302,4 +303,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_hydra_main("simulations.bench", main))

@@ -40,6 +40,7 @@ from flwr_vflgan.gafm.config import Method
 from flwr_vflgan.gafm.data import all_features, spec_labels
 from flwr_vflgan.gafm.training import PlainLink, binary_labels, train_repetition
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid
@@ -146,4 +147,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_hydra_main("simulations.bench_gafm", main))

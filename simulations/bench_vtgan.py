@@ -60,6 +60,7 @@ from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import party_block
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
+from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid, VTGANStrategy
@@ -429,4 +430,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_hydra_main("simulations.bench_vtgan", main))

@@ -29,6 +29,7 @@ from flwr_vflgan.data.partition import partition_columns
 from flwr_vflgan.data.registry import image_shape_of
 from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
+from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import EvaluateSpec, register_configs, to_evaluate_spec
 from flwr_vflgan.simulations.outputs import json_default, write_atomically
 from flwr_vflgan.simulations.reporting import print_evaluation
@@ -112,4 +113,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_hydra_main("simulations.evaluate", main))

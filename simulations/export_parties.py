@@ -36,6 +36,7 @@ from flwr_vflgan.data import write_party_files
 from flwr_vflgan.gafm.data import feature_columns, spec_labels
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec, load_full_table, split_columns
+from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import ExportConfig, _section, register_configs, to_run_spec
 
 ID_COLUMN = "row_id"
@@ -287,4 +288,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_hydra_main("simulations.export_parties", main))

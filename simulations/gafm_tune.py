@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from flwr_vflgan.gafm.data import all_features, spec_labels
 from flwr_vflgan.gafm.training import binary_labels
 from flwr_vflgan.gafm.tuning import balance_gamma, select_delta
+from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.outputs import write_atomically
 
@@ -88,4 +89,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_hydra_main("simulations.gafm_tune", main))

@@ -45,6 +45,7 @@ from omegaconf import DictConfig, OmegaConf
 from flwr_vflgan.config import Variant
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 from flwr_vflgan.simulations import reproduce_gafm, reproduce_vtgan
+from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import (
     ReproduceConfig,
     RunSpec,
@@ -406,4 +407,4 @@ def _announce(spec: RunSpec, metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_hydra_main("simulations.reproduce", main))

@@ -19,6 +19,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.pipeline import run_experiment
 from flwr_vflgan.simulations.reporting import Reporter
@@ -43,4 +44,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_hydra_main("simulations.run", main))

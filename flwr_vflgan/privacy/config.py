@@ -113,6 +113,17 @@ class DPConfig:
         if not isinstance(self.select_by_fd, bool):
             raise ValueError(f"dp.select_by_fd must be true or false, got {self.select_by_fd!r}")
         if self.mechanism is Mechanism.NONE:
+            # A budget or noise given without a mechanism would silently train without DP.
+            given = [
+                f"dp.{name}={getattr(self, name)!r}"
+                for name in ("target_epsilon", "noise_multiplier", "clip")
+                if getattr(self, name) is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} without a DP mechanism would train without differential "
+                    "privacy: choose dp=vflgan_gaussian or dp=dpsgd, or drop the setting"
+                )
             return
         if self.target_epsilon is None:
             raise ValueError(

@@ -85,7 +85,8 @@ def test_evaluate_rejects_a_synthetic_table_without_the_label(
         f"hydra.run.dir={out}",
         cwd=REPO,
     )
-    assert done.returncode != 0
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith("simulations.evaluate: error: ")
     assert "label column 'income' is missing from the synthetic table" in done.stderr
     assert not (out / "metrics.json").exists() and not (out / "report.md").exists()
 

@@ -64,6 +64,8 @@ def test_default_is_off_and_needs_no_budget() -> None:
             "unknown dp.conversion 'pld'",
         ),
         ({"select_by_fd": "yes"}, "dp.select_by_fd must be true or false"),
+        ({"target_epsilon": -1.0}, r"dp.target_epsilon=-1.0 without a DP mechanism"),
+        ({"noise_multiplier": 1.0, "clip": 0.5}, r"dp.noise_multiplier=1.0, dp.clip=0.5 without"),
     ],
 )
 def test_invalid_settings_are_rejected_with_the_reason(kwargs: dict, match: str) -> None:

@@ -1,0 +1,66 @@
+"""A user's mistake at the command line: one line on stderr naming it, exit status 2.
+
+The traceback appears only with HYDRA_FULL_ERROR=1; nothing is written to the run
+directory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(module: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.batch_size=-1", "batch_size must be a positive integer, got -1"),
+        ("seed=abc", "seed must be an integer >= 0, got 'abc'"),
+        ("dataset=csv", "dataset=csv needs the table: add dataset.source="),
+        ("train.nosuch=1", "Could not override 'train.nosuch'"),
+        ("algorithm=nosuch", "Available options in 'algorithm': ctgan; gafm"),
+        ("dp.target_epsilon=-1", "dp.target_epsilon=-1 without a DP mechanism"),
+        ("dataset.source=/nonexistent/table.csv", "/nonexistent/table.csv does not exist"),
+    ],
+)
+def test_bad_input_gets_one_line_and_status_2(tmp_path: Path, override: str, message: str):
+    out = tmp_path / "run"
+    done = _run("simulations.run", override, f"hydra.run.dir={out}", "train.max_steps=2")
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("simulations.run: error: ") and message in lines[0], lines[0]
+    assert "HYDRA_FULL_ERROR=1" in lines[0]
+    assert not (out / "synthetic.csv").exists() and not (out / "metrics.json").exists()
+
+
+def test_hydra_full_error_shows_the_traceback(tmp_path: Path):
+    done = _run(
+        "simulations.run", "seed=abc", f"hydra.run.dir={tmp_path}", env={"HYDRA_FULL_ERROR": "1"}
+    )
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr and "seed must be an integer >= 0" in done.stderr
+
+
+def test_every_hydra_entry_point_reports_bad_input_in_one_line(tmp_path: Path):
+    for module in ("simulations.evaluate", "simulations.reproduce", "simulations.bench"):
+        done = _run(module, "nosuch.key=1", f"hydra.run.dir={tmp_path / module}")
+        assert done.returncode == 2, (module, done.stderr[-2000:])
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"{module}: error: "), (module, lines)
