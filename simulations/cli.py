@@ -23,6 +23,8 @@ from flwr_vflgan.privacy import BudgetExceededError
 from flwr_vflgan.runtime.errors import ProtocolError
 from flwr_vflgan.strategies import RunStopped
 
+from .outputs import RunDirectoryBusy
+
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,
     TypeError,
@@ -36,6 +38,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     RunStopped,
     ProtocolError,
     BudgetExceededError,
+    RunDirectoryBusy,
 )
 """What a user's input, or a run that stopped for a stated reason, raises."""
 

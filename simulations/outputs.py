@@ -1,14 +1,29 @@
-"""Writing a run's outputs: atomically, and as JSON that numpy values do not break."""
+"""A run directory's outputs: one writer at a time, written atomically, JSON that numpy
+values do not break."""
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from flwr_vflgan.atomic import write_atomically
 
-__all__ = ["json_default", "write_atomically"]
+__all__ = [
+    "LOCK_NAME",
+    "RunDirectoryBusy",
+    "json_default",
+    "run_directory_lock",
+    "write_atomically",
+]
+
+log = logging.getLogger(__name__)
 
 
 def json_default(value: Any) -> Any:
@@ -18,3 +33,55 @@ def json_default(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+LOCK_NAME = ".run.lock"
+
+
+class RunDirectoryBusy(RuntimeError):
+    """Another process holds the run directory (the message names it)."""
+
+
+@contextmanager
+def run_directory_lock(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir`` for this process: one writer at a time.
+
+    An exclusive ``flock`` on ``<run_dir>/.run.lock``, which names its holder (pid and
+    host). The operating system releases it when the holder exits, however it exits, so
+    a killed run never leaves a stale lock and a rerun resumes at once.
+
+    Raises
+    ------
+    RunDirectoryBusy
+        Another process holds the directory; the message names its pid and host.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK_NAME
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, as before
+        log.warning(
+            "no file locks on this platform: %s is not protected from a second run", run_dir
+        )
+        yield
+        return
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise RunDirectoryBusy(
+                f"run directory {run_dir} is in use by {holder}: wait for that run to end, "
+                "or give this one another hydra.run.dir"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle, fcntl.LOCK_UN)

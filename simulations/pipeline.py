@@ -42,7 +42,7 @@ from flwr_vflgan.strategies import (
 from .config import RunSpec
 from .gafm_pipeline import run_gafm
 from .launch import start_on_runtime
-from .outputs import json_default, write_atomically
+from .outputs import json_default, run_directory_lock, write_atomically
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict[str, float]], None]
@@ -75,12 +75,24 @@ def run_experiment(
     """Train, publish and evaluate; returns the metrics written to ``metrics.json``.
 
     ``grid`` is the Grid of a running Flower ServerApp (``flwr run``); without it the
-    runtime named by the spec is started here.
+    runtime named by the spec is started here. The run holds its directory for its whole
+    length (:func:`~simulations.outputs.run_directory_lock`).
+
+    Raises
+    ------
+    RunDirectoryBusy
+        Another run holds the directory.
     """
+    with run_directory_lock(spec.run_dir):
+        return _run_experiment(spec, grid, progress, observer)
+
+
+def _run_experiment(
+    spec: RunSpec, grid: Grid | None, progress: Progress | None, observer: Callable | None
+) -> dict[str, Any]:
     started = time.monotonic()
     torch.set_num_threads(spec.runtime.torch_threads)
     run_dir = spec.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
     if spec.algorithm.is_gafm:
         return run_gafm(spec, grid=grid, progress=progress, observer=observer)
     real: Dataset | None = None

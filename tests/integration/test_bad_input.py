@@ -16,6 +16,7 @@ from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import tensors_to_record
 from flwr_vflgan.runtime.messages import PACKED
 from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.simulations.outputs import LOCK_NAME, RunDirectoryBusy, run_directory_lock
 from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
 
 CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 4, "eval_every": 0}})
@@ -218,4 +219,24 @@ def test_a_failed_run_leaves_no_outputs(adult_small: Path, tmp_path: Path) -> No
     )
     with pytest.raises(RuntimeError, match="interrupted"):
         run_experiment(spec, progress=explode)
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [LOCK_NAME]
+
+
+def test_a_second_run_in_a_held_run_directory_is_refused_at_once(
+    adult_small: Path, tmp_path: Path
+) -> None:
+    from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
+    from flwr_vflgan.simulations.pipeline import run_experiment
+
+    spec = RunSpec(
+        algorithm=VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 2}}),
+        data=DataSpec(source=str(adult_small), n_parties=2),
+        runtime=RuntimeConfig(),
+        output=OutputConfig(checkpoint=False),
+        seed=0,
+        run_dir=tmp_path / "run",
+    )
+    with run_directory_lock(spec.run_dir):
+        with pytest.raises(RunDirectoryBusy, match=r"give this one another hydra\.run\.dir"):
+            run_experiment(spec)
+        assert sorted(p.name for p in spec.run_dir.iterdir()) == [LOCK_NAME]
