@@ -45,7 +45,7 @@ from flwr_vflgan.runtime.messages import (
     StepReply,
 )
 from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_block, party_file
-from flwr_vflgan.runtime.rng import Stream, derive_seed
+from flwr_vflgan.runtime.rng import Stream, derive_seed, seed_commitment
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,7 @@ class VFLGANClient:
             id_digest=data.id_digest,
             # Discriminator steps this party's budget allows (-1: no DP).
             dp_allowed_steps=privacy["plan"]["allowed_steps"] if privacy else -1,
+            seed_commitment=seed_commitment(shared_seed, setup.run_seed),
         ).to_content()
 
     def _party_data(

@@ -35,7 +35,7 @@ from flwr_vflgan.runtime.codec import (
 )
 from flwr_vflgan.runtime.messages import GenerateReply
 from flwr_vflgan.runtime.party_data import PartyData
-from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
+from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator, seed_commitment
 from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 
@@ -115,6 +115,7 @@ class VTGANClient(VFLGANClient):
                         "encoded_width": int(encoded.shape[1]),
                         "cond_dim": sum(s.width for s in encoder.discrete_spans),
                         "cond_columns": len(encoder.discrete_spans),
+                        "seed_commitment": seed_commitment(shared_seed, _int(cfg, "run_seed")),
                     }
                 )
             }

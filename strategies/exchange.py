@@ -144,12 +144,15 @@ def setup_replies(
     n_parties: int,
     parties: str = "parties",
     reference: tuple[str, int] | None = None,
+    shared_seed: bool = False,
 ) -> tuple[list[int], int, list[ConfigRecord]]:
     """Check the setup replies every strategy gets and order them by partition id.
 
     Every reply's config record names its ``partition_id``, ``n_rows`` and ``id_digest``.
     ``reference`` is one more (digest, row count) the parties must match: the label
-    party's IDs in split classification.
+    party's IDs in split classification. With ``shared_seed`` every reply also carries a
+    ``seed_commitment``, and all must be equal: parties started with different shared
+    seeds would train to the end and publish rows that do not line up.
 
     Returns
     -------
@@ -192,5 +195,32 @@ def setup_replies(
     except ValueError as exc:
         what = " with the labels" if reference is not None else ""
         raise RunStopped(f"the {parties}' rows do not line up{what}: {exc}") from exc
+    if shared_seed:
+        check_shared_seed(configs, parties)
     order = sorted(by_partition)
     return [by_partition[p] for p in order], rows[order[0]], [configs[p] for p in order]
+
+
+def check_shared_seed(configs: Mapping[int, ConfigRecord], parties: str = "parties") -> None:
+    """Stop unless every setup reply commits to the same shared seed.
+
+    Raises
+    ------
+    RunStopped
+        A reply lacks its commitment, or the parties hold different shared seeds; the
+        message groups the partition ids by seed.
+    """
+    groups: dict[str, list[int]] = {}
+    for pid in sorted(configs):
+        try:
+            commitment = str(get_field(configs[pid], "seed_commitment", str))
+        except ProtocolError as exc:
+            raise RunStopped(f"partition {pid} sent a malformed setup reply: {exc}") from exc
+        groups.setdefault(commitment, []).append(pid)
+    if len(groups) > 1:
+        split = " / ".join(str(pids) for pids in groups.values())
+        raise RunStopped(
+            f"the {parties} hold different shared seeds (partitions {split} agree among "
+            "themselves): give every party the same node_config 'shared-seed' (python -m "
+            "simulations.export_parties prints one), then start the run again"
+        )

@@ -240,7 +240,7 @@ class VFLGANStrategy(VerticalStrategy):
         RunStopped
             Partition ids are not ``0..M-1`` exactly once, or rows do not line up.
         """
-        order, n_rows, configs = setup_replies(replies, self.n_parties)
+        order, n_rows, configs = setup_replies(replies, self.n_parties, shared_seed=True)
         allowed: dict[int, int] = {}
         for pid, cfg in enumerate(configs):
             try:

@@ -174,7 +174,9 @@ class VTGANStrategy(VerticalStrategy):
         self, replies: Mapping[int, Message]
     ) -> tuple[list[int], int, list[ClientShape]]:
         """Node ids by partition id, the common row count and every client's shape."""
-        order, n_rows, configs = setup_replies(replies, self.n_parties, parties="clients")
+        order, n_rows, configs = setup_replies(
+            replies, self.n_parties, parties="clients", shared_seed=True
+        )
         shapes: list[ClientShape] = []
         cond_columns: list[int] = []
         for pid, cfg in enumerate(configs):

@@ -146,12 +146,14 @@ class SetupInstruction:
 
 @dataclass(frozen=True)
 class SetupReply:
-    """Party -> server: partition id, row count, ID digest, DP allowance (-1: no DP)."""
+    """Party -> server: partition id, row count, ID digest, DP allowance (-1: no DP) and
+    a commitment to the shared seed (:func:`~flwr_vflgan.runtime.rng.seed_commitment`)."""
 
     partition_id: int
     n_rows: int
     id_digest: str
     dp_allowed_steps: int
+    seed_commitment: str
 
     def to_content(self) -> RecordDict:
         """The message content."""
@@ -163,6 +165,7 @@ class SetupReply:
                         "n_rows": self.n_rows,
                         "id_digest": self.id_digest,
                         "dp_allowed_steps": self.dp_allowed_steps,
+                        "seed_commitment": self.seed_commitment,
                     }
                 )
             }

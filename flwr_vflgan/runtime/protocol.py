@@ -13,7 +13,7 @@ Never: raw or encoded real rows, row indices, the shared noise seed, encoder sta
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 # Message types ("<category>.<action>", routed by Flower's ClientApp).
 SETUP = "query.vflgan_setup"
@@ -57,7 +57,7 @@ NO_STEP = -1
 # the others, in the current shuffled order); the chosen client's conditional vectors
 # and selected row indices; chunk gradients; decoded, shuffled synthetic rows.
 # Never: raw or encoded real rows, the shuffle seed or permutation, encoder statistics.
-VT_PROTOCOL_VERSION = 1
+VT_PROTOCOL_VERSION = 2
 VT_SETUP = "query.vtgan_setup"
 VT_BUILD = "query.vtgan_build"
 VT_STEP = "train.vtgan_step"

@@ -8,6 +8,7 @@ bit-for-bit, and no code touches PyTorch's or NumPy's global generators.
 
 from __future__ import annotations
 
+import hashlib
 from enum import IntEnum
 
 import numpy as np
@@ -149,3 +150,25 @@ def uniform_alpha(seed: int, stream: Stream, step: int, n: int) -> torch.Tensor:
     """Per-row interpolation weights in [0, 1) for a gradient penalty, shape ``(n, 1)``."""
     gen = torch_generator(seed, stream, step)
     return torch.rand(n, 1, generator=gen)
+
+
+def seed_commitment(shared_seed: int, run_seed: int) -> str:
+    """A commitment to the parties' shared seed that the server may see and compare.
+
+    SHA-256 of a domain tag, the run's seed and the shared seed (both as 8 bytes): the
+    same for every party that holds the same shared seed in this run, different in
+    another run, and with the 62-bit random seed that ``export_parties`` hands out it
+    reveals nothing usable about the seed (finding it means searching 2^62 values). A
+    seed a person picked from a small range can be guessed from this, as from anything
+    that depends on it only.
+    """
+    if not 0 <= shared_seed < 2**64 or not 0 <= run_seed < 2**64:
+        raise ValueError(
+            f"seeds must be integers in [0, 2^64), got shared {shared_seed}, run {run_seed}"
+        )
+    payload = (
+        b"flwr-vflgan shared-seed commitment v1\0"
+        + run_seed.to_bytes(8, "big")
+        + shared_seed.to_bytes(8, "big")
+    )
+    return hashlib.sha256(payload).hexdigest()

@@ -7,6 +7,7 @@ or real rows; what the server sends holds configuration and feature gradients on
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 
@@ -107,8 +108,14 @@ def test_every_message_carries_only_what_the_protocol_allows(
                 "n_rows",
                 "id_digest",
                 "dp_allowed_steps",  # a count of steps; -1 without DP
+                "seed_commitment",  # a hash of the shared seed, the same from every party
             }
             assert (message.content[P.CONFIG]["dp_allowed_steps"] == -1) == (dp is None)
+            # SHA-256 of the tag, the run seed (the strategy's, 1) and the shared seed.
+            tag = b"flwr-vflgan shared-seed commitment v1\0"
+            payload = tag + (1).to_bytes(8, "big") + SHARED.to_bytes(8, "big")
+            expected = hashlib.sha256(payload).hexdigest()
+            assert message.content[P.CONFIG]["seed_commitment"] == expected
         for record in message.content.values():
             if not isinstance(record, ArrayRecord):
                 continue

@@ -17,7 +17,7 @@ from flwr_vflgan.runtime.codec import tensors_to_record
 from flwr_vflgan.runtime.messages import PACKED
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.simulations.outputs import LOCK_NAME, RunDirectoryBusy, run_directory_lock
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy, VTGANStrategy
 
 CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 4, "eval_every": 0}})
 K3 = VFLGANConfig.from_dict(
@@ -122,6 +122,32 @@ def test_node_without_partition_id_is_named(adult_small: Path) -> None:
     )
     with pytest.raises(RunStopped, match="partition-id"):
         VFLGANStrategy(CONFIG, n_parties=2, data_spec=spec, timeout=30).start(grid)
+
+
+@pytest.mark.parametrize("algorithm", ["vflgan", "vtgan"])
+def test_parties_with_different_shared_seeds_stop_at_setup(adult_small: Path, algorithm: str):
+    # Each would train to the end and publish rows that do not line up across parties.
+    spec = DataSpec(source=str(adult_small), n_parties=3)
+    seeds = [7, 7, 8]
+    grid = InProcessGrid(
+        make_client_app(),
+        [{"partition-id": i, "shared-seed": seed} for i, seed in enumerate(seeds)],
+        observer=(seen := []).append,
+    )
+    if algorithm == "vflgan":
+        strategy: VFLGANStrategy | VTGANStrategy = VFLGANStrategy(
+            CONFIG, n_parties=3, data_spec=spec, timeout=30
+        )
+    else:
+        config = VFLGANConfig.from_dict({"variant": "vtgan", "train": {"max_steps": 2}})
+        strategy = VTGANStrategy(config, n_parties=3, data_spec=spec, timeout=30)
+    match = r"hold different shared seeds \(partitions \[0, 1\] / \[2\] agree"
+    with pytest.raises(RunStopped, match=match):
+        strategy.start(grid)
+    # Nothing but the setup exchange ran.
+    assert {m.metadata.message_type for m in seen} == {
+        P.SETUP if algorithm == "vflgan" else P.VT_SETUP
+    }
 
 
 def test_parties_whose_ids_do_not_line_up_stop_the_run(adult_small: Path, tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 import torch
@@ -14,6 +16,7 @@ from flwr_vflgan.runtime.rng import (
     derive_seed,
     latent_noise,
     numpy_generator,
+    seed_commitment,
     torch_generator,
     uniform_alpha,
 )
@@ -116,3 +119,20 @@ def test_nothing_touches_the_global_generators():
     drawn = np.random.random(4)
     np.random.seed(2024)
     np.testing.assert_array_equal(drawn, np.random.random(4))
+
+
+def test_seed_commitment_is_sha256_of_tag_run_seed_and_shared_seed():
+    shared, run = 2**63 - 25, 42
+    payload = b"flwr-vflgan shared-seed commitment v1\0" + run.to_bytes(8, "big")
+    expected = hashlib.sha256(payload + shared.to_bytes(8, "big")).hexdigest()
+    assert seed_commitment(shared, run) == expected
+    assert seed_commitment(shared + 1, run) != expected  # another shared seed
+    assert seed_commitment(shared, run + 1) != expected  # the same seed in another run
+    assert str(shared) not in expected
+
+
+def test_seed_commitment_refuses_seeds_outside_64_bits():
+    with pytest.raises(ValueError, match=r"seeds must be integers in \[0, 2\^64\)"):
+        seed_commitment(-1, 0)
+    with pytest.raises(ValueError, match="run 18446744073709551616"):
+        seed_commitment(0, 2**64)
