@@ -109,6 +109,7 @@ class GAFMClient:
                         "n_rows": data.n_rows,
                         "id_digest": data.id_digest,
                         "n_features": int(party.features.shape[1]),
+                        "columns": list(data.schema.names),
                     }
                 )
             }

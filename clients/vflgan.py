@@ -167,6 +167,7 @@ class VFLGANClient:
             # Discriminator steps this party's budget allows (-1: no DP).
             dp_allowed_steps=privacy["plan"]["allowed_steps"] if privacy else -1,
             seed_commitment=seed_commitment(shared_seed, setup.run_seed),
+            columns=data.schema.names,
         ).to_content()
 
     def _party_data(

@@ -116,6 +116,7 @@ class VTGANClient(VFLGANClient):
                         "cond_dim": sum(s.width for s in encoder.discrete_spans),
                         "cond_columns": len(encoder.discrete_spans),
                         "seed_commitment": seed_commitment(shared_seed, _int(cfg, "run_seed")),
+                        "columns": list(data.schema.names),
                     }
                 )
             }

@@ -148,7 +148,8 @@ def setup_replies(
 ) -> tuple[list[int], int, list[ConfigRecord]]:
     """Check the setup replies every strategy gets and order them by partition id.
 
-    Every reply's config record names its ``partition_id``, ``n_rows`` and ``id_digest``.
+    Every reply's config record names its ``partition_id``, ``n_rows``, ``id_digest`` and
+    ``columns``; no column may be held by two parties (a party given another's file).
     ``reference`` is one more (digest, row count) the parties must match: the label
     party's IDs in split classification. With ``shared_seed`` every reply also carries a
     ``seed_commitment``, and all must be equal: parties started with different shared
@@ -195,6 +196,7 @@ def setup_replies(
     except ValueError as exc:
         what = " with the labels" if reference is not None else ""
         raise RunStopped(f"the {parties}' rows do not line up{what}: {exc}") from exc
+    check_disjoint_columns(configs, parties)
     if shared_seed:
         check_shared_seed(configs, parties)
     order = sorted(by_partition)
@@ -223,4 +225,35 @@ def check_shared_seed(configs: Mapping[int, ConfigRecord], parties: str = "parti
             f"the {parties} hold different shared seeds (partitions {split} agree among "
             "themselves): give every party the same node_config 'shared-seed' (python -m "
             "simulations.export_parties prints one), then start the run again"
+        )
+
+
+def check_disjoint_columns(configs: Mapping[int, ConfigRecord], parties: str = "parties") -> None:
+    """Stop unless the parties' columns are disjoint (a vertical split).
+
+    Raises
+    ------
+    RunStopped
+        A reply lacks its column list, or two parties hold a column; the message names
+        both partitions and the shared columns (the first five).
+    """
+    holders: dict[str, int] = {}
+    shared: dict[tuple[int, int], list[str]] = {}
+    for pid in sorted(configs):
+        try:
+            columns = get_field(configs[pid], "columns", list)
+        except ProtocolError as exc:
+            raise RunStopped(f"partition {pid} sent a malformed setup reply: {exc}") from exc
+        for name in map(str, columns):  # type: ignore[call-overload]
+            if name in holders:
+                shared.setdefault((holders[name], pid), []).append(name)
+            else:
+                holders[name] = pid
+    if shared:
+        (first, second), names = next(iter(shared.items()))
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+        raise RunStopped(
+            f"partitions {first} and {second} both hold columns {names[:5]}{more}: each of the "
+            f"{parties} must load its own block of columns (is one started with another's "
+            "node_config 'data-path'?)"
         )

@@ -147,13 +147,16 @@ class SetupInstruction:
 @dataclass(frozen=True)
 class SetupReply:
     """Party -> server: partition id, row count, ID digest, DP allowance (-1: no DP) and
-    a commitment to the shared seed (:func:`~flwr_vflgan.runtime.rng.seed_commitment`)."""
+    a commitment to the shared seed (:func:`~flwr_vflgan.runtime.rng.seed_commitment`),
+    and the names of its columns (published with the table anyway; the server checks that
+    no two parties hold the same column)."""
 
     partition_id: int
     n_rows: int
     id_digest: str
     dp_allowed_steps: int
     seed_commitment: str
+    columns: Sequence[str]
 
     def to_content(self) -> RecordDict:
         """The message content."""
@@ -166,6 +169,7 @@ class SetupReply:
                         "id_digest": self.id_digest,
                         "dp_allowed_steps": self.dp_allowed_steps,
                         "seed_commitment": self.seed_commitment,
+                        "columns": list(self.columns),
                     }
                 )
             }

@@ -82,7 +82,7 @@ VT_STATE_ENCODER = "vtgan.encoder"
 # party: row count, ID digest and encoded width (setup); its cut values f_p(X_p) for the
 # requested rows. Never: labels, randomized responses or anything computed from them
 # other than the gradients; raw or encoded feature columns.
-GF_PROTOCOL_VERSION = 2
+GF_PROTOCOL_VERSION = 3
 GF_SETUP = "query.gafm_setup"
 GF_STEP = "train.gafm_step"
 GF_PREDICT = "evaluate.gafm_predict"

@@ -109,6 +109,7 @@ def test_every_message_carries_only_what_the_protocol_allows(
                 "id_digest",
                 "dp_allowed_steps",  # a count of steps; -1 without DP
                 "seed_commitment",  # a hash of the shared seed, the same from every party
+                "columns",  # the party's column names (the published table has them too)
             }
             assert (message.content[P.CONFIG]["dp_allowed_steps"] == -1) == (dp is None)
             # SHA-256 of the tag, the run seed (the strategy's, 1) and the shared seed.
@@ -116,6 +117,8 @@ def test_every_message_carries_only_what_the_protocol_allows(
             payload = tag + (1).to_bytes(8, "big") + SHARED.to_bytes(8, "big")
             expected = hashlib.sha256(payload).hexdigest()
             assert message.content[P.CONFIG]["seed_commitment"] == expected
+            pid = int(message.content[P.CONFIG]["partition_id"])  # type: ignore[call-overload]
+            assert message.content[P.CONFIG]["columns"] == list(blocks[pid].schema.names)
         for record in message.content.values():
             if not isinstance(record, ArrayRecord):
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +149,23 @@ def test_parties_with_different_shared_seeds_stop_at_setup(adult_small: Path, al
     assert {m.metadata.message_type for m in seen} == {
         P.SETUP if algorithm == "vflgan" else P.VT_SETUP
     }
+
+
+def test_a_party_started_with_another_partys_file_stops_at_setup(tmp_path: Path) -> None:
+    # Same IDs, same rows: only the columns tell that party 1 was given party 0's file.
+    dataset = load_dataset("adult")
+    frame = dataset.frame.iloc[:300].reset_index(drop=True)
+    small = type(dataset)(name="adult", frame=frame, schema=dataset.schema)
+    files = write_party_files(small, [dataset.schema.names[:8], dataset.schema.names[8:]], tmp_path)
+    grid = InProcessGrid(
+        make_client_app(),
+        [{"partition-id": i, "shared-seed": 1, "data-path": str(files[0])} for i in range(2)],
+    )
+    shared = re.escape(
+        f"partitions 0 and 1 both hold columns {dataset.schema.names[:5]} and 3 more"
+    )
+    with pytest.raises(RunStopped, match=shared):
+        VFLGANStrategy(CONFIG, n_parties=2, timeout=30).start(grid)
 
 
 def test_parties_whose_ids_do_not_line_up_stop_the_run(adult_small: Path, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -167,9 +168,16 @@ def test_audit_labels_never_reach_a_party_and_features_never_reach_the_server(k:
     for reply in replies:
         arrays = _arrays(reply)
         assert set(arrays) <= {f"{P.FEATURES}.{P.CUT}"}, set(arrays)
-        assert set(_config(reply)) <= {
+        config = _config(reply)
+        assert set(config) <= {
             "config.partition_id", "config.n_rows", "config.id_digest", "config.n_features",
+            "config.columns",
         }  # fmt: skip
+        if "config.columns" in config:  # the setup reply: names only, never the label
+            names = [str(n) for n in cast(list, config["config.columns"])]
+            pid = int(cast(int, config["config.partition_id"]))
+            assert names == list(parties[pid].schema.names)
+            assert _labels(SPAMBASE)[2] not in names
         for values in arrays.values():
             # One cut value per row: a 28- or 29-column block cannot hide in it.
             assert values.shape[1] == 1
