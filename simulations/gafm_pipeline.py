@@ -24,7 +24,7 @@ from flwr_vflgan.strategies.gafm import GAFMResult, GAFMStrategy
 
 from .config import RunSpec
 from .launch import start_on_runtime
-from .outputs import json_default, write_atomically
+from .outputs import json_default, published_outputs, write_atomically
 
 
 def run_gafm(
@@ -84,14 +84,14 @@ def run_gafm(
         "runtime": asdict(spec.runtime),
         "seed": spec.seed,
     }
-    run_dir = spec.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(run_dir / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
-    write_atomically(run_dir / "report.md", lambda p: p.write_text(report(spec, result, metrics)))
-    write_atomically(
-        run_dir / "metrics.json",
-        lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
-    )
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    with published_outputs(spec.run_dir) as out:
+        write_atomically(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
+        write_atomically(out / "report.md", lambda p: p.write_text(report(spec, result, metrics)))
+        write_atomically(
+            out / "metrics.json",
+            lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
+        )
     return metrics
 
 

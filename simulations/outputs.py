@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
+import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +21,7 @@ __all__ = [
     "LOCK_NAME",
     "RunDirectoryBusy",
     "json_default",
+    "published_outputs",
     "run_directory_lock",
     "write_atomically",
 ]
@@ -85,3 +88,34 @@ def run_directory_lock(run_dir: Path) -> Iterator[None]:
             handle.seek(0)
             handle.truncate()
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+COMPLETION_MARK = "metrics.json"
+"""Written last: a run directory without it holds no finished run."""
+
+
+@contextmanager
+def published_outputs(run_dir: Path) -> Iterator[Path]:
+    """A hidden folder in ``run_dir`` to write a run's outputs into; when the block ends
+    without an error they move into ``run_dir`` with ``metrics.json`` last, and on an
+    error the folder is removed and ``run_dir`` keeps what it had.
+
+    The previous run's ``metrics.json`` is removed before the first file moves, so a
+    process killed while moving leaves a directory without ``metrics.json``, never a
+    ``metrics.json`` beside another run's table. Folders left by a killed run are removed
+    first (the caller holds :func:`run_directory_lock`, so no other run owns them).
+    """
+    for stale in run_dir.glob(".publish-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = run_dir / f".publish-{secrets.token_hex(6)}"
+    staging.mkdir()
+    try:
+        yield staging
+        names = sorted(p.name for p in staging.iterdir() if p.name != COMPLETION_MARK)
+        (run_dir / COMPLETION_MARK).unlink(missing_ok=True)
+        for name in names:
+            os.replace(staging / name, run_dir / name)
+        if (staging / COMPLETION_MARK).exists():
+            os.replace(staging / COMPLETION_MARK, run_dir / COMPLETION_MARK)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

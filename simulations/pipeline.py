@@ -2,9 +2,10 @@
 
 Loads the table, builds the evaluator (the experimenter's view with every column, as in
 the paper's evaluation), trains on the chosen runtime, and writes into the run
-directory ``synthetic.csv``, ``metrics.json`` and ``config.json``. Outputs are written
-to temporary names and renamed only after the run succeeded, so a failed run leaves no
-half-written outputs (checkpoints excepted: they exist to resume it).
+directory ``synthetic.csv``, ``metrics.json`` and ``config.json``. The run holds its
+directory for its whole length, writes its outputs into a hidden folder and moves them in
+only after it succeeded, ``metrics.json`` last, so a failed or killed run leaves the
+previous outputs as they were (checkpoints excepted: they exist to resume it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,7 +44,7 @@ from flwr_vflgan.strategies import (
 from .config import RunSpec
 from .gafm_pipeline import run_gafm
 from .launch import start_on_runtime
-from .outputs import json_default, run_directory_lock, write_atomically
+from .outputs import json_default, published_outputs, run_directory_lock, write_atomically
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict[str, float]], None]
@@ -147,16 +149,17 @@ def _run_experiment(
         "evaluation": spec.evaluation.to_dict(),
         "seed": spec.seed,
     }
-    write_atomically(run_dir / "synthetic.csv", lambda p: synthetic.to_csv(p, index=False))
-    write_atomically(run_dir / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
-    if spec.output.evaluate and real is not None:
-        metrics["evaluation"] = evaluate_run(
-            spec, real, synthetic, blocks, result.history, metrics["privacy"]
+    with published_outputs(run_dir) as out:
+        write_atomically(out / "synthetic.csv", lambda p: synthetic.to_csv(p, index=False))
+        write_atomically(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
+        if spec.output.evaluate and real is not None:
+            metrics["evaluation"] = evaluate_run(
+                spec, real, synthetic, blocks, result.history, metrics["privacy"], out
+            )
+        write_atomically(
+            out / "metrics.json",
+            lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
         )
-    write_atomically(
-        run_dir / "metrics.json",
-        lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
-    )
     return metrics
 
 
@@ -175,8 +178,10 @@ def evaluate_run(
     blocks: Sequence[PartyData],
     history: Sequence[dict[str, Any]],
     privacy: dict[str, Any] | None = None,
+    out_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The metric suite on the published table; writes ``report.md`` and the plots."""
+    """The metric suite on the published table; writes ``report.md`` and the plots into
+    ``out_dir`` (default: the run directory)."""
     config = effective_evaluation(spec)
     evaluation = evaluate_tables(
         real.frame,
@@ -186,7 +191,7 @@ def evaluate_run(
         parties=[b.schema.names for b in blocks],
     )
     write_report(
-        spec.run_dir,
+        out_dir or spec.run_dir,
         evaluation,
         real.frame,
         synthetic,

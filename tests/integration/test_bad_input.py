@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -284,3 +285,33 @@ def test_a_second_run_in_a_held_run_directory_is_refused_at_once(
         with pytest.raises(RunDirectoryBusy, match=r"give this one another hydra\.run\.dir"):
             run_experiment(spec)
         assert sorted(p.name for p in spec.run_dir.iterdir()) == [LOCK_NAME]
+
+
+def test_a_run_killed_in_evaluation_publishes_nothing_and_keeps_the_last_run(
+    adult_small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flwr_vflgan.simulations import pipeline
+    from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
+
+    spec = RunSpec(
+        algorithm=VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 2}}),
+        data=DataSpec(source=str(adult_small), n_parties=2),
+        runtime=RuntimeConfig(),
+        output=OutputConfig(checkpoint=False, evaluate=False),
+        seed=0,
+        run_dir=tmp_path / "run",
+    )
+    pipeline.run_experiment(spec)
+    before = {p.name: p.read_bytes() for p in spec.run_dir.iterdir() if p.is_file()}
+    assert {"synthetic.csv", "config.json", "metrics.json"} <= set(before)
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # as SIGINT would, in the middle of the evaluation
+
+    monkeypatch.setattr(pipeline, "evaluate_tables", killed)
+    again = replace(spec, seed=1, output=OutputConfig(checkpoint=False, evaluate=True))
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_experiment(again)
+    after = {p.name: p.read_bytes() for p in spec.run_dir.iterdir() if p.is_file()}
+    assert after == before, "a run stopped in its evaluation changed the published outputs"
+    assert not [p for p in spec.run_dir.iterdir() if p.name.startswith(".publish-")]

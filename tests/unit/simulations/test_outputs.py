@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from flwr_vflgan.simulations.outputs import LOCK_NAME, RunDirectoryBusy, run_directory_lock
+from flwr_vflgan.simulations.outputs import (
+    LOCK_NAME,
+    RunDirectoryBusy,
+    published_outputs,
+    run_directory_lock,
+)
 
 _HOLDER = """
 import sys, time
@@ -59,3 +64,45 @@ def test_the_lock_is_released_when_its_holder_is_killed(tmp_path: Path):
         holder.kill()
         holder.wait(timeout=30)
     assert (tmp_path / "run" / LOCK_NAME).exists()
+
+
+def test_published_outputs_move_in_on_success_and_vanish_on_failure(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / ".publish-0123").mkdir()  # left by a killed run
+    with published_outputs(run_dir) as out:
+        (out / "synthetic.csv").write_text("new table")
+        (out / "metrics.json").write_text("{}")
+        assert not (run_dir / "synthetic.csv").exists()  # nothing visible before the end
+    assert sorted(p.name for p in run_dir.iterdir()) == ["metrics.json", "synthetic.csv"]
+
+    with pytest.raises(RuntimeError, match="evaluation failed"), published_outputs(run_dir) as out:
+        (out / "synthetic.csv").write_text("half a run")
+        raise RuntimeError("evaluation failed")
+    assert (run_dir / "synthetic.csv").read_text() == "new table"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["metrics.json", "synthetic.csv"]
+
+
+def test_the_previous_completion_mark_goes_before_the_first_file_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Killed while moving (here: the second move fails), the directory must not hold the
+    # old run's metrics.json beside the new run's table.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.json").write_text("old run")
+    real_replace = os.replace
+    moves: list[str] = []
+
+    def replace_then_die(src: object, dst: object) -> None:
+        moves.append(Path(str(dst)).name)
+        if len(moves) == 2:
+            raise OSError("killed")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", replace_then_die)
+    with pytest.raises(OSError, match="killed"), published_outputs(run_dir) as out:
+        for name in ("config.json", "synthetic.csv", "metrics.json"):
+            (out / name).write_text("new run")
+    assert moves == ["config.json", "synthetic.csv"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json"]
