@@ -83,6 +83,16 @@ class VerticalStrategy:
         self.timeout = timeout
         self.node_wait_timeout = node_wait_timeout
         self.progress = progress
+        self.party_names: dict[int, str] = {}
+
+    def name_parties(self, order: Sequence[int], word: str = "party") -> None:
+        """Name each node of ``order`` (node ids by partition id) in every later error:
+        ``party 1 (node 8123...)``, where Flower's node id alone tells an operator little."""
+        self.party_names = {node: f"{word} {i} (node {node})" for i, node in enumerate(order)}
+
+    def party(self, node: int) -> str:
+        """How errors name ``node``: its party once setup has named it."""
+        return self.party_names.get(node, f"node {node}")
 
     def wait_for_nodes(self, grid: Grid) -> list[int]:
         """The ids of exactly ``n_parties`` connected nodes (waits up to the timeout)."""
@@ -98,4 +108,5 @@ class VerticalStrategy:
             poll_interval=self.poll_interval,
             timeout=self.timeout,
             describe=describe,
+            names=self.party_names,
         )

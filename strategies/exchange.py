@@ -39,11 +39,12 @@ def exchange(
     poll_interval: float = DEFAULT_POLL_INTERVAL,
     timeout: float = 600.0,
     describe: str = "exchange",
+    names: Mapping[int, str] | None = None,
 ) -> dict[int, Message]:
     """Push ``messages`` (at most one per node) and return the replies keyed by node id.
 
     Replies are pulled 1 ms after the push, then at intervals growing by half up to
-    ``poll_interval`` seconds.
+    ``poll_interval`` seconds. ``names`` says how errors name a node (its party).
 
     Raises
     ------
@@ -71,16 +72,14 @@ def exchange(
             pending.discard(message_id)
             node = node_of[message_id]
             if reply.has_error():
-                raise RunStopped(
-                    f"{describe}: node {node} replied with an error: {reply.error.reason}"
-                )
+                who = (names or {}).get(node, f"node {node}")
+                raise RunStopped(f"{describe}: {who} replied with an error: {reply.error.reason}")
             replies[node] = reply
         if pending:
             if time.monotonic() > deadline:
                 missing = sorted(node_of[i] for i in pending)
-                raise RunStopped(
-                    f"{describe}: no reply from nodes {missing} within {timeout:.0f} s"
-                )
+                who = ", ".join((names or {}).get(n, f"node {n}") for n in missing)
+                raise RunStopped(f"{describe}: no reply from {who} within {timeout:.0f} s")
             time.sleep(delay)
             delay = min(delay * _BACKOFF, poll_interval)
     return replies

@@ -91,6 +91,7 @@ class _FlowerLink:
         self.order, n_rows, _ = setup_replies(
             replies, self.n_parties, reference=(s.label_digest, len(s.labels))
         )
+        s.name_parties(self.order)
         return n_rows
 
     def step(

@@ -95,19 +95,20 @@ def collect_published(
         spend, or two parties published the same column.
     """
     blocks, privacy = [], []
-    for node in order:
+    for i, node in enumerate(order):
+        who = f"party {i} (node {node})"
         try:
             reply = GenerateReply.from_content(replies[node].content)
             block = pd.read_parquet(io.BytesIO(reply.parquet))
             spent = reply.privacy
         except (ProtocolError, OSError, ValueError) as exc:
-            raise RunStopped(f"node {node} sent an unreadable synthetic block: {exc}") from exc
+            raise RunStopped(f"{who} sent an unreadable synthetic block: {exc}") from exc
         if private:
             if not spent:
-                raise RunStopped(f"node {node} published without reporting its privacy spend")
+                raise RunStopped(f"{who} published without reporting its privacy spend")
             privacy.append(json.loads(spent))
         if len(block) != rows:
-            raise RunStopped(f"node {node} sent {len(block)} synthetic rows, expected {rows}")
+            raise RunStopped(f"{who} sent {len(block)} synthetic rows, expected {rows}")
         blocks.append(block)
     table = pd.concat(blocks, axis=1)
     if table.columns.duplicated().any():
@@ -241,6 +242,7 @@ class VFLGANStrategy(VerticalStrategy):
             Partition ids are not ``0..M-1`` exactly once, or rows do not line up.
         """
         order, n_rows, configs = setup_replies(replies, self.n_parties, shared_seed=True)
+        self.name_parties(order)
         allowed: dict[int, int] = {}
         for pid, cfg in enumerate(configs):
             try:
@@ -303,9 +305,11 @@ class VFLGANStrategy(VerticalStrategy):
                     replies[node].content, block, kinds, fixed, width
                 )
             except ProtocolError as exc:
-                raise RunStopped(f"node {node} sent a malformed step reply: {exc}") from exc
+                raise RunStopped(f"{self.party(node)} sent a malformed step reply: {exc}") from exc
             if any(not d and r != batch for d, r in zip(kinds, rows, strict=True)):
-                raise RunStopped(f"node {node} sent a generator batch other than {batch} rows")
+                raise RunStopped(
+                    f"{self.party(node)} sent a generator batch other than {batch} rows"
+                )
             features.append(tensors)
             sizes[node] = rows
         if len({tuple(rows) for rows in sizes.values()}) > 1:
@@ -320,7 +324,9 @@ class VFLGANStrategy(VerticalStrategy):
             try:
                 blocks.append(StepReply.read_eval_rows(replies[node].content, rows))
             except ProtocolError as exc:
-                raise RunStopped(f"node {node} sent malformed evaluation rows: {exc}") from exc
+                raise RunStopped(
+                    f"{self.party(node)} sent malformed evaluation rows: {exc}"
+                ) from exc
         return blocks
 
     # -- the loop ------------------------------------------------------------------------

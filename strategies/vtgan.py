@@ -177,6 +177,7 @@ class VTGANStrategy(VerticalStrategy):
         order, n_rows, configs = setup_replies(
             replies, self.n_parties, parties="clients", shared_seed=True
         )
+        self.name_parties(order, "client")
         shapes: list[ClientShape] = []
         cond_columns: list[int] = []
         for pid, cfg in enumerate(configs):
@@ -211,7 +212,7 @@ class VTGANStrategy(VerticalStrategy):
             width = get_field(get_config(replies[node].content, P.CONFIG), "feature_dim", int)
             if width != server.feature_dims[i]:
                 raise RunStopped(
-                    f"node {node} built a bottom discriminator of width {width}, the server "
+                    f"{self.party(node)} built a bottom discriminator of width {width}, the server "
                     f"expects {server.feature_dims[i]}"
                 )
 
@@ -260,12 +261,12 @@ class VTGANStrategy(VerticalStrategy):
                 else None
             )
         except ProtocolError as exc:
-            raise RunStopped(f"node {node} sent malformed conditions: {exc}") from exc
+            raise RunStopped(f"{self.party(node)} sent malformed conditions: {exc}") from exc
         for name, values in (("cond", cond), ("cond_real", real)):
             if values is not None and not (
                 np.isin(values, (0.0, 1.0)).all() and (values.sum(axis=1) == 1).all()
             ):
-                raise RunStopped(f"node {node} sent {name} rows that are not one-hot")
+                raise RunStopped(f"{self.party(node)} sent {name} rows that are not one-hot")
         return cond, real
 
     def _features(
@@ -292,7 +293,7 @@ class VTGANStrategy(VerticalStrategy):
                     if i == client and not private:
                         rows = get_indices(content, P.ROW_INDICES, P.ROW_INDICES, batch, n_rows)
             except ProtocolError as exc:
-                raise RunStopped(f"node {node} sent a malformed step reply: {exc}") from exc
+                raise RunStopped(f"{self.party(node)} sent a malformed step reply: {exc}") from exc
         return real, fake, rows
 
     def start(self, grid: Grid) -> VFLGANResult:
@@ -449,7 +450,9 @@ class VTGANStrategy(VerticalStrategy):
                 shape = (self.config.train.batch_size, server.chunk_widths[i])
                 chunk_grads.append(get_tensor(replies[node].content, P.CHUNK, P.CHUNK, shape))
             except ProtocolError as exc:
-                raise RunStopped(f"node {node} sent a malformed chunk gradient: {exc}") from exc
+                raise RunStopped(
+                    f"{self.party(node)} sent a malformed chunk gradient: {exc}"
+                ) from exc
         server.generator_update(chunk_grads)
         run.record("g_loss", loss)
         run.record("cond_loss", cond_loss)
@@ -505,7 +508,7 @@ class VTGANStrategy(VerticalStrategy):
                 ).numpy()
             except ProtocolError as exc:
                 raise RunStopped(
-                    f"node {node} sent malformed publication conditions: {exc}"
+                    f"{self.party(node)} sent malformed publication conditions: {exc}"
                 ) from exc
         chunks = server.generation_chunks(server.assemble_condition(owners, parts), PUBLISH_DRAW)
         messages = []

@@ -315,3 +315,21 @@ def test_a_run_killed_in_evaluation_publishes_nothing_and_keeps_the_last_run(
     after = {p.name: p.read_bytes() for p in spec.run_dir.iterdir() if p.is_file()}
     assert after == before, "a run stopped in its evaluation changed the published outputs"
     assert not [p for p in spec.run_dir.iterdir() if p.name.startswith(".publish-")]
+
+
+def test_an_error_in_training_names_the_party_not_only_its_node(adult_small: Path) -> None:
+    real = make_client_app()
+
+    def app(message: Message, context: object) -> Message:
+        partition = context.node_config["partition-id"]  # type: ignore[attr-defined]
+        if message.metadata.message_type == P.STEP and partition == 1:
+            raise OSError("disk full")
+        return real(message, context)  # type: ignore[arg-type]
+
+    grid = InProcessGrid(app, [{"partition-id": i, "shared-seed": 7} for i in range(2)])  # type: ignore[arg-type]
+    node = sorted(grid.get_node_ids())[1]
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    with pytest.raises(
+        RunStopped, match=rf"party 1 \(node {node}\) replied with an error: OSError"
+    ):
+        VFLGANStrategy(CONFIG, n_parties=2, data_spec=spec, timeout=30).start(grid)
