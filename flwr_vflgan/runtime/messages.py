@@ -8,10 +8,18 @@ party turns into a Flower error reply and the strategy into ``RunStopped``.
 
 A step message carries a *block* of ``K`` consecutive steps (``train.steps_per_exchange``):
 the instruction the gradients of the block the party sent features for last time, the
-reply the features of the next block. All of a block's tensors travel as **one** float32
-array (one object per message on Flower's transports), laid out step after step, each
-step's real-row features (discriminator steps) followed by its fake-row features; the
-row count of each step rides along so the receiver can split and check it.
+reply the features of the next block. All of a block's tensors travel as **one** block
+of little-endian float32 values, laid out step after step, each step's real-row features
+(discriminator steps) followed by its fake-row features; the row count of each step rides
+along so the receiver can split and check it.
+
+Up to :data:`INLINE_LIMIT` bytes the block is a ``bytes`` field of the message's one
+config record: on Flower's transports every record, array and array chunk is an object of
+its own, one HTTP request to push and one to pull, and a step message with an ArrayRecord
+is six objects where this is three. At a party node a message's objects cost more than
+its compute (docs/deployment.md). A larger block (hundreds of steps per exchange) travels
+as an ArrayRecord, which Flower splits into chunks. Either way the receiver checks the
+block against the layout it expects, and its values for being finite.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 from flwr.app import ConfigRecord, RecordDict
 
 from flwr_vflgan.runtime import protocol as P
@@ -52,11 +61,29 @@ __all__ = [
     "StepLayout",
     "StepReply",
     "StepTensors",
+    "put_packed",
     "read_packed",
 ]
 
 PACKED = "packed"
-"""ArrayRecord key of a block's packed features or gradients."""
+"""Config-record key of a block's packed features or gradients (float32 bytes)."""
+
+INLINE_LIMIT = 4 << 20
+"""Largest packed block, in bytes, carried inside the config record (Flower chunks arrays
+at 5 MiB; a config record is one object whatever its size)."""
+
+_FLOAT32 = np.dtype("<f4")
+
+
+def put_packed(steps: Sequence[StepTensors], fields: dict, arrays: dict) -> None:
+    """Add a block's tensors to a message: as the ``packed`` bytes of ``fields`` (its
+    config record's) up to :data:`INLINE_LIMIT`, else as the ``packed`` entry of
+    ``arrays`` (its array record's)."""
+    packed = pack_steps(steps)
+    if packed.nbytes <= INLINE_LIMIT:
+        fields[PACKED] = packed.astype(_FLOAT32, copy=False).tobytes()
+    else:
+        arrays[PACKED] = packed
 
 
 def _int(record: ConfigRecord, key: str) -> int:
@@ -80,9 +107,30 @@ def _bytes(record: ConfigRecord, key: str) -> bytes:
 def read_packed(
     content: RecordDict, record: str, layout: Sequence[StepLayout], width: int
 ) -> list[StepTensors]:
-    """The validated, unpacked block of record ``record`` (float32, finite, right shape)."""
+    """The validated, unpacked block of a message: the config record's ``packed`` bytes,
+    or array record ``record`` (see :func:`put_packed`).
+
+    Raises
+    ------
+    ProtocolError
+        The block is missing, its size is not the layout's rows times ``width`` float32
+        values, or a value is not finite.
+    """
     total = sum(step.packed_rows for step in layout)
-    return unpack_steps(get_tensor(content, record, PACKED, (total, width)), layout)
+    cfg = get_config(content, P.CONFIG)
+    if PACKED not in cfg:
+        return unpack_steps(get_tensor(content, record, PACKED, (total, width)), layout)
+    raw = _bytes(cfg, PACKED)
+    if len(raw) != total * width * _FLOAT32.itemsize:
+        raise ProtocolError(
+            f"{PACKED} must hold ({total}, {width}) float32 values ({total * width * 4} "
+            f"bytes) for {len(layout)} steps, got {len(raw)} bytes"
+        )
+    values = np.frombuffer(raw, dtype=_FLOAT32).reshape(total, width)
+    if not np.isfinite(values).all():
+        raise ProtocolError(f"{PACKED} contains non-finite values")
+    tensor = torch.from_numpy(values.astype(np.float32))  # a writable, native-order copy
+    return unpack_steps(tensor, layout)
 
 
 # -- setup -------------------------------------------------------------------------------
@@ -206,25 +254,23 @@ class StepInstruction:
             )
 
     def to_content(self) -> RecordDict:
-        """The message content: one config record and, with gradients, one array."""
-        content = RecordDict(
-            {
-                P.CONFIG: ConfigRecord(
-                    {
-                        "apply_start": self.apply.start,
-                        "apply_count": self.apply.count,
-                        "forward_start": self.forward.start,
-                        "forward_count": self.forward.count,
-                        "eval_draw": self.eval_draw,
-                        "eval_rows": self.eval_rows,
-                        "checkpoint": self.checkpoint,
-                        "promote_best": self.promote_best,
-                    }
-                )
-            }
-        )
+        """The message content: one config record (the gradients packed in it)."""
+        fields: dict[str, int | bool | bytes] = {
+            "apply_start": self.apply.start,
+            "apply_count": self.apply.count,
+            "forward_start": self.forward.start,
+            "forward_count": self.forward.count,
+            "eval_draw": self.eval_draw,
+            "eval_rows": self.eval_rows,
+            "checkpoint": self.checkpoint,
+            "promote_best": self.promote_best,
+        }
+        arrays: dict[str, np.ndarray] = {}
         if self.grads:
-            content[P.GRADS] = tensors_to_record({PACKED: pack_steps(self.grads)})
+            put_packed(self.grads, fields, arrays)
+        content = RecordDict({P.CONFIG: ConfigRecord(fields)})  # type: ignore[arg-type]
+        if arrays:
+            content[P.GRADS] = tensors_to_record(arrays)
         return content
 
     @classmethod
@@ -264,19 +310,20 @@ class StepReply:
     eval_rows: np.ndarray | None = None
 
     def to_content(self) -> RecordDict:
-        """The message content: one config record and at most one array record."""
-        fields: dict[str, int | list[int]] = {
+        """The message content: one config record (the features packed in it) and, at an
+        evaluation, one array record of encoded synthetic rows."""
+        fields: dict[str, int | list[int] | bytes] = {
             "forward_start": self.forward.start,
             "forward_count": self.forward.count,
         }
         if self.rows:  # an empty list has no type on Flower's wire
             fields["batch_rows"] = [int(r) for r in self.rows]
-        content = RecordDict({P.CONFIG: ConfigRecord(fields)})  # type: ignore[arg-type]
         arrays: dict[str, np.ndarray] = {}
         if self.features:
-            arrays[PACKED] = pack_steps(self.features)
+            put_packed(self.features, fields, arrays)
         if self.eval_rows is not None:
             arrays[P.ROWS] = self.eval_rows
+        content = RecordDict({P.CONFIG: ConfigRecord(fields)})  # type: ignore[arg-type]
         if arrays:
             content[P.FEATURES] = tensors_to_record(arrays)
         return content

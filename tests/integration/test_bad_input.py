@@ -102,8 +102,9 @@ def test_blocks_longer_than_steps_per_exchange_are_refused(adult_small: Path) ->
     assert reply.has_error() and "ends before step 3" in reply.error.reason
     reply = _send(grid, node, _step(P.NO_STEP, 0, forward_count=3))
     assert not reply.has_error()
-    # Three discriminator steps of 64 rows each: 3 x (64 real + 64 fake) rows.
-    assert reply.content[P.FEATURES][PACKED].shape == (384, 128)
+    # Three discriminator steps of 64 rows each: 3 x (64 real + 64 fake) rows of 128
+    # float32 features, packed into the reply's config record.
+    assert len(reply.content[P.CONFIG][PACKED]) == 384 * 128 * 4
     assert reply.content[P.CONFIG]["batch_rows"] == [64, 64, 64]
     reply = _send(grid, node, _step(0, 3, apply_count=3), np.zeros((256, 128)))
     assert reply.has_error() and "must have shape (384, 128)" in reply.error.reason

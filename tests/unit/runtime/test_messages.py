@@ -8,6 +8,7 @@ import pytest
 import torch
 from flwr.app import ConfigRecord, RecordDict
 
+from flwr_vflgan.runtime import messages
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.blocks import pack_steps, unpack_steps
 from flwr_vflgan.runtime.codec import ProtocolError, tensors_to_record
@@ -55,11 +56,15 @@ def test_step_blocks():
             StepBlock(start, count)
 
 
-def test_step_instruction_round_trip_carries_one_packed_array():
+def test_step_instruction_round_trip_carries_the_block_in_its_config_record():
     grads = (StepTensors(_t(4, 0.5, 3), _t(4, -0.5, 3)), StepTensors(None, _t(4, 2.0, 3)))
     sent = StepInstruction(StepBlock(10, 2), StepBlock(12, 2), 3, 50, True, False, grads)
     content = sent.to_content()
-    assert list(content[P.GRADS]) == [PACKED] and content[P.GRADS][PACKED].shape == (12, 3)
+    # One record, three objects on the wire; 12 rows x 3 little-endian float32 values.
+    assert list(content) == [P.CONFIG]
+    raw = content[P.CONFIG][PACKED]
+    assert isinstance(raw, bytes) and len(raw) == 12 * 3 * 4
+    assert np.frombuffer(raw, "<f4")[:3].tolist() == [0.5, 0.5, 0.5]
     seen: list[StepBlock] = []
 
     def layout(block: StepBlock) -> list[StepLayout]:
@@ -87,6 +92,26 @@ def test_step_instruction_needs_one_gradient_per_applied_step():
 def test_step_instruction_rejects_gradients_of_another_layout():
     grads = (StepTensors(None, _t(4, 1.0, 3)),)
     content = StepInstruction(StepBlock(0, 1), grads=grads).to_content()
+    match = r"packed must hold \(8, 3\) float32 values \(96 bytes\) for 1 steps, got 48 bytes"
+    with pytest.raises(ProtocolError, match=match):
+        StepInstruction.from_content(content, lambda b: [StepLayout(True, 4)], 3)
+    content[P.CONFIG][PACKED] = np.full((4, 3), np.inf, dtype="<f4").tobytes()
+    with pytest.raises(ProtocolError, match="packed contains non-finite values"):
+        StepInstruction.from_content(content, lambda b: [StepLayout(False, 4)], 3)
+    content[P.CONFIG][PACKED] = "not bytes"
+    with pytest.raises(ProtocolError, match="field 'packed' must be"):
+        StepInstruction.from_content(content, lambda b: [StepLayout(False, 4)], 3)
+
+
+def test_a_block_above_the_inline_limit_travels_as_an_array_record(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.setattr(messages, "INLINE_LIMIT", 40)  # bytes: the 48-byte block is larger
+    grads = (StepTensors(None, _t(4, 1.5, 3)),)
+    content = StepInstruction(StepBlock(0, 1), grads=grads).to_content()
+    assert PACKED not in content[P.CONFIG] and content[P.GRADS][PACKED].shape == (4, 3)
+    got = StepInstruction.from_content(content, lambda b: [StepLayout(False, 4)], 3)
+    assert torch.equal(got.grads[0].fake, grads[0].fake)
     with pytest.raises(ProtocolError, match=r"grads.packed must have shape \(8, 3\)"):
         StepInstruction.from_content(content, lambda b: [StepLayout(True, 4)], 3)
     content[P.GRADS] = tensors_to_record({PACKED: np.full((4, 3), np.inf)})
@@ -105,7 +130,7 @@ def test_step_reply_round_trip_and_checks():
     with pytest.raises(ProtocolError, match=r"every batch must have 3 rows, got \[3, 4\]"):
         StepReply.read_features(content, StepBlock(5, 2), [True, False], 3, 2)
     # Read as two discriminator steps, the block would need (3 + 3) + (4 + 4) rows.
-    with pytest.raises(ProtocolError, match=r"must have shape \(14, 2\), got \(10, 2\)"):
+    with pytest.raises(ProtocolError, match=r"must hold \(14, 2\) float32 values"):
         StepReply.read_features(content, StepBlock(5, 2), [True, True], None, 2)
 
 
