@@ -24,6 +24,7 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data import Dataset, Schema, list_datasets, load_dataset, load_table
 from flwr_vflgan.data.partition import partition_columns
 from flwr_vflgan.data.registry import image_shape_of
@@ -31,7 +32,7 @@ from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import EvaluateSpec, register_configs, to_evaluate_spec
-from flwr_vflgan.simulations.outputs import json_default, write_atomically
+from flwr_vflgan.simulations.outputs import json_default
 from flwr_vflgan.simulations.reporting import print_evaluation
 
 log = logging.getLogger(__name__)

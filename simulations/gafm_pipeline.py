@@ -24,7 +24,7 @@ from flwr_vflgan.strategies.gafm import GAFMResult, GAFMStrategy
 
 from .config import RunSpec
 from .launch import start_on_runtime
-from .outputs import json_default, published_outputs, write_atomically
+from .outputs import json_default, published_outputs
 
 
 def run_gafm(
@@ -86,12 +86,10 @@ def run_gafm(
     }
     spec.run_dir.mkdir(parents=True, exist_ok=True)
     with published_outputs(spec.run_dir) as out:
-        write_atomically(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
-        write_atomically(out / "report.md", lambda p: p.write_text(report(spec, result, metrics)))
-        write_atomically(
-            out / "metrics.json",
-            lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
-        )
+        # The staging folder is this run's alone and moves in whole: plain writes suffice.
+        (out / "config.json").write_text(json.dumps(config, indent=2))
+        (out / "report.md").write_text(report(spec, result, metrics))
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=json_default))
     return metrics
 
 

@@ -24,12 +24,12 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.gafm.data import all_features, spec_labels
 from flwr_vflgan.gafm.training import binary_labels
 from flwr_vflgan.gafm.tuning import balance_gamma, select_delta
 from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
-from flwr_vflgan.simulations.outputs import write_atomically
 
 register_configs()
 

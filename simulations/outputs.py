@@ -1,4 +1,4 @@
-"""A run directory's outputs: one writer at a time, written atomically, JSON that numpy
+"""A run directory's outputs: one writer at a time, published whole, JSON that numpy
 values do not break."""
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from flwr_vflgan.atomic import write_atomically
-
 __all__ = [
     "LOCK_NAME",
     "RunDirectoryBusy",
     "json_default",
     "published_outputs",
     "run_directory_lock",
-    "write_atomically",
 ]
 
 log = logging.getLogger(__name__)

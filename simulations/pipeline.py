@@ -44,7 +44,7 @@ from flwr_vflgan.strategies import (
 from .config import RunSpec
 from .gafm_pipeline import run_gafm
 from .launch import start_on_runtime
-from .outputs import json_default, published_outputs, run_directory_lock, write_atomically
+from .outputs import json_default, published_outputs, run_directory_lock
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict[str, float]], None]
@@ -150,16 +150,14 @@ def _run_experiment(
         "seed": spec.seed,
     }
     with published_outputs(run_dir) as out:
-        write_atomically(out / "synthetic.csv", lambda p: synthetic.to_csv(p, index=False))
-        write_atomically(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2)))
+        # The staging folder is this run's alone and moves in whole: plain writes suffice.
+        synthetic.to_csv(out / "synthetic.csv", index=False)
+        (out / "config.json").write_text(json.dumps(config, indent=2))
         if spec.output.evaluate and real is not None:
             metrics["evaluation"] = evaluate_run(
                 spec, real, synthetic, blocks, result.history, metrics["privacy"], out
             )
-        write_atomically(
-            out / "metrics.json",
-            lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
-        )
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=json_default))
     return metrics
 
 

@@ -42,6 +42,7 @@ from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.config import Variant
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 from flwr_vflgan.simulations import reproduce_gafm, reproduce_vtgan
@@ -52,7 +53,7 @@ from flwr_vflgan.simulations.config import (
     register_configs,
     to_run_spec,
 )
-from flwr_vflgan.simulations.outputs import json_default, write_atomically
+from flwr_vflgan.simulations.outputs import json_default
 from flwr_vflgan.simulations.pipeline import effective_evaluation, evaluate_run, run_experiment
 from flwr_vflgan.simulations.seed_summary import dataset_name
 from flwr_vflgan.simulations.seed_summary import mean_spread as _mean_spread

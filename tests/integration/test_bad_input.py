@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -248,21 +249,27 @@ def test_non_finite_values_in_a_party_table_are_rejected(tmp_path: Path) -> None
         party_block(DataSpec(source=str(path), n_parties=2), 0)
 
 
-def test_a_failed_run_leaves_no_outputs(adult_small: Path, tmp_path: Path) -> None:
+def _run_spec(adult_small: Path, tmp_path: Path, train: dict, evaluate: bool = True) -> Any:
+    """A run of VFLGAN on the small Adult table in ``tmp_path/run``, without checkpoints."""
     from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
+
+    return RunSpec(
+        algorithm=VFLGANConfig.from_dict({"train": train}),
+        data=DataSpec(source=str(adult_small), n_parties=2),
+        runtime=RuntimeConfig(),
+        output=OutputConfig(checkpoint=False, evaluate=evaluate),
+        seed=0,
+        run_dir=tmp_path / "run",
+    )
+
+
+def test_a_failed_run_leaves_no_outputs(adult_small: Path, tmp_path: Path) -> None:
     from flwr_vflgan.simulations.pipeline import run_experiment
 
     def explode(record: dict) -> None:
         raise RuntimeError("interrupted")
 
-    spec = RunSpec(
-        algorithm=VFLGANConfig.from_dict({"train": {"epochs": 2, "eval_rows": 100}}),
-        data=DataSpec(source=str(adult_small), n_parties=2),
-        runtime=RuntimeConfig(),
-        output=OutputConfig(checkpoint=False),
-        seed=0,
-        run_dir=tmp_path / "run",
-    )
+    spec = _run_spec(adult_small, tmp_path, {"epochs": 2, "eval_rows": 100})
     with pytest.raises(RuntimeError, match="interrupted"):
         run_experiment(spec, progress=explode)
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [LOCK_NAME]
@@ -271,17 +278,9 @@ def test_a_failed_run_leaves_no_outputs(adult_small: Path, tmp_path: Path) -> No
 def test_a_second_run_in_a_held_run_directory_is_refused_at_once(
     adult_small: Path, tmp_path: Path
 ) -> None:
-    from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
     from flwr_vflgan.simulations.pipeline import run_experiment
 
-    spec = RunSpec(
-        algorithm=VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 2}}),
-        data=DataSpec(source=str(adult_small), n_parties=2),
-        runtime=RuntimeConfig(),
-        output=OutputConfig(checkpoint=False),
-        seed=0,
-        run_dir=tmp_path / "run",
-    )
+    spec = _run_spec(adult_small, tmp_path, {"epochs": 1, "max_steps": 2})
     with run_directory_lock(spec.run_dir):
         with pytest.raises(RunDirectoryBusy, match=r"give this one another hydra\.run\.dir"):
             run_experiment(spec)
@@ -292,16 +291,8 @@ def test_a_run_killed_in_evaluation_publishes_nothing_and_keeps_the_last_run(
     adult_small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flwr_vflgan.simulations import pipeline
-    from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
 
-    spec = RunSpec(
-        algorithm=VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 2}}),
-        data=DataSpec(source=str(adult_small), n_parties=2),
-        runtime=RuntimeConfig(),
-        output=OutputConfig(checkpoint=False, evaluate=False),
-        seed=0,
-        run_dir=tmp_path / "run",
-    )
+    spec = _run_spec(adult_small, tmp_path, {"epochs": 1, "max_steps": 2}, evaluate=False)
     pipeline.run_experiment(spec)
     before = {p.name: p.read_bytes() for p in spec.run_dir.iterdir() if p.is_file()}
     assert {"synthetic.csv", "config.json", "metrics.json"} <= set(before)
@@ -310,7 +301,7 @@ def test_a_run_killed_in_evaluation_publishes_nothing_and_keeps_the_last_run(
         raise KeyboardInterrupt  # as SIGINT would, in the middle of the evaluation
 
     monkeypatch.setattr(pipeline, "evaluate_tables", killed)
-    again = replace(spec, seed=1, output=OutputConfig(checkpoint=False, evaluate=True))
+    again = replace(spec, seed=1, output=replace(spec.output, evaluate=True))
     with pytest.raises(KeyboardInterrupt):
         pipeline.run_experiment(again)
     after = {p.name: p.read_bytes() for p in spec.run_dir.iterdir() if p.is_file()}
