@@ -14,6 +14,7 @@ import io
 import json
 import logging
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -25,17 +26,25 @@ from flwr_vflgan.data.modes import ModeSpecificEncoder
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.privacy import BudgetExceededError
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.blocks import StepBlock
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
     get_config,
     get_field,
     get_tensor,
-    indices_to_record,
     tensors_to_record,
 )
 from flwr_vflgan.runtime.messages import GenerateReply
 from flwr_vflgan.runtime.party_data import PartyData
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator, seed_commitment
+from flwr_vflgan.vtgan.blocks import (
+    check_block,
+    pack_forward,
+    party_apply_critic_block,
+    party_forward_block,
+    unpack_grads,
+)
+from flwr_vflgan.vtgan.messages import VTStepInstruction, VTStepReply
 from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 
@@ -171,7 +180,9 @@ class VTGANClient(VFLGANClient):
             raise ProtocolError(f"layout widths must be >= 1, got {layout}")
         meta.update(
             layout=[layout.chunk_width, layout.g_block_width, layout.d_block_width],
-            pending_step=P.NO_STEP,
+            pending_start=P.NO_STEP,
+            pending_count=0,
+            pending_chosen=[],
             next_step=0,
             round=0,
             privacy=self._privacy(context, cfg, meta),
@@ -271,29 +282,19 @@ class VTGANClient(VFLGANClient):
         schedule = Schedule(
             party.n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps
         )
-        cfg = get_config(msg.content, P.CONFIG)
-        forward_step = _int(cfg, "forward_step")
-        reply = RecordDict({P.CONFIG: ConfigRecord({"forward_step": forward_step})})
+        instruction = VTStepInstruction.from_content(
+            msg.content, train.batch_size, party.layout.chunk_width, party.feature_dim, party.n_rows
+        )
+        reply = VTStepReply(forward=instruction.forward)
         order_changed = False
-        if _int(cfg, "apply_step") != P.NO_STEP:
-            order_changed = _apply(msg, cfg, context, party, meta, schedule, reply)
-        if forward_step != P.NO_STEP:
-            _forward(msg, cfg, context, party, meta, schedule, reply)
-        condition_step = _int(cfg, "condition_step")
-        if condition_step != P.NO_STEP:
-            if not 0 <= condition_step < schedule.total_steps:
-                raise ProtocolError(f"condition_step {condition_step} is outside the schedule")
-            if party.sampler.cond_dim == 0:
-                raise ProtocolError(
-                    "asked for conditions, but this client has no categorical columns"
-                )
-            drawn = party.condition(condition_step, train.batch_size)
-            conditions = {P.COND: drawn.cond}
-            if schedule.kind(condition_step) is StepKind.DISCRIMINATOR:
-                conditions[P.COND_REAL] = drawn.cond_real
-            reply[P.CONDITION] = tensors_to_record(conditions)
+        if not instruction.applied.empty:
+            reply, order_changed = _apply(instruction, context, party, meta, schedule, reply)
+        if not instruction.forward.empty:
+            reply = _forward(instruction, context, party, meta, schedule, reply)
+        if instruction.condition_steps:
+            reply = replace(reply, conditions=_conditions(instruction, party, schedule))
         _save(context, party, meta, order_changed)
-        return reply
+        return reply.to_content()
 
     # -- publication ---------------------------------------------------------------------
     def _vt_generate(self, msg: Message, context: Context) -> RecordDict:
@@ -332,79 +333,109 @@ class VTGANClient(VFLGANClient):
 
 
 def _apply(
-    msg: Message,
-    cfg: ConfigRecord,
+    instruction: VTStepInstruction,
     context: Context,
     party: VTGANParty,
     meta: dict,
     schedule: Schedule,
-    reply: RecordDict,
-) -> bool:
-    """Apply the pending step's gradients; return whether the row order changed."""
-    apply_step = _int(cfg, "apply_step")
-    if apply_step != meta["pending_step"]:
+    reply: VTStepReply,
+) -> tuple[VTStepReply, bool]:
+    """Apply the pending block's gradients; return the reply and whether the row order
+    changed."""
+    applied = instruction.applied
+    if (applied.start, applied.count) != (meta["pending_start"], meta["pending_count"]):
+        pending = StepBlock(meta["pending_start"], meta["pending_count"])
         raise ProtocolError(
-            f"out-of-order message: asked to apply step {apply_step}, but the pending "
-            f"forward pass is step {meta['pending_step']}"
+            f"out-of-order message: asked to apply {applied.describe()}, but the pending "
+            f"forward pass is {pending.describe()}"
         )
-    batch, width = party.train.batch_size, party.feature_dim
-    chosen = bool(get_field(cfg, "apply_chosen", bool))
-    chunk = _chunk(context, batch, party.layout.chunk_width)
-    grad_fake = get_tensor(msg.content, P.GRADS, P.FAKE, (batch, width))
+    assert instruction.grads is not None  # decoded with the applied block
+    batch, chosen = party.train.batch_size, meta["pending_chosen"]
+    chunks = _chunks(context, applied.count * batch, party.layout.chunk_width)
+    chunk_list = list(torch.split(chunks, batch, dim=0))
+    discriminator = schedule.kind(applied.start) is StepKind.DISCRIMINATOR
+    try:
+        grads = unpack_grads(
+            torch.from_numpy(instruction.grads),
+            instruction.selected,
+            instruction.selected_counts,
+            discriminator,
+            chosen,
+            party.privacy is not None,
+            batch,
+        )
+    except ValueError as exc:
+        raise ProtocolError(f"{applied.describe()}: {exc}") from exc
     reordered = False
-    if schedule.kind(apply_step) is StepKind.DISCRIMINATOR:
-        rows = batch if chosen or party.privacy else party.n_rows
-        grad_real = get_tensor(msg.content, P.GRADS, P.REAL, (rows, width))
-        if party.privacy is not None:
-            _spend(party, meta)
-        party.apply_discriminator(apply_step, chunk, chosen, grad_real, grad_fake)
+    if discriminator:
+        spend = (lambda _step: _spend(party, meta)) if party.privacy is not None else None
+        party_apply_critic_block(party, applied.steps, chunk_list, chosen, grads, spend)
     else:
-        chunk_grad, cond_loss = party.apply_generator(apply_step, chunk, chosen, grad_fake)
-        reply[P.CHUNK] = tensors_to_record({P.CHUNK: chunk_grad})
-        config = reply[P.CONFIG]
-        assert isinstance(config, ConfigRecord)  # built by _vt_step
-        config["cond_loss"] = cond_loss
+        step = applied.start
+        chunk_grad, cond_loss = party.apply_generator(step, chunk_list[0], chosen[0], grads[0].fake)
+        reply = replace(reply, chunk_grad=chunk_grad.numpy(), cond_loss=cond_loss)
         if party.settings.shuffle:
             # End of a round: training-with-shuffling (paper 001, Section 3.1.5).
             party.shuffle()
             meta["round"] = party.round
             reordered = True
-    meta["pending_step"] = P.NO_STEP
-    meta["next_step"] = apply_step + 1
-    return reordered
+    meta.update(pending_start=P.NO_STEP, pending_count=0, pending_chosen=[])
+    meta["next_step"] = applied.stop
+    return reply, reordered
 
 
 def _forward(
-    msg: Message,
-    cfg: ConfigRecord,
+    instruction: VTStepInstruction,
     context: Context,
     party: VTGANParty,
     meta: dict,
     schedule: Schedule,
-    reply: RecordDict,
-) -> None:
-    """Run step ``forward_step``'s forward pass and keep its chunk for the apply half."""
-    step = _int(cfg, "forward_step")
-    if meta["pending_step"] != P.NO_STEP or step != meta["next_step"]:
+    reply: VTStepReply,
+) -> VTStepReply:
+    """Run the forward block and keep its chunks for the apply half."""
+    forward = instruction.forward
+    if meta["pending_count"] or forward.start != meta["next_step"]:
         raise ProtocolError(
-            f"out-of-order message: asked for the forward pass of step {step}, "
+            f"out-of-order message: asked for the forward pass of {forward.describe()}, "
             f"expected step {meta['next_step']}"
         )
-    if step >= schedule.total_steps:
-        raise ProtocolError(
-            f"step {step} is past the end of training ({schedule.total_steps} steps)"
-        )
-    shape = (party.train.batch_size, party.layout.chunk_width)
-    chunk = get_tensor(msg.content, P.CHUNK, P.CHUNK, shape)
-    features = {P.FAKE: party.forward_fake(step, chunk).numpy()}
-    if schedule.kind(step) is StepKind.DISCRIMINATOR:
-        real = party.forward_real(step, bool(get_field(cfg, "forward_chosen", bool)))
-        features[P.REAL] = real.features.numpy()
-        if real.rows is not None:
-            reply[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: real.rows})
-    reply[P.FEATURES] = tensors_to_record(features)
-    context.state[P.VT_STATE_CHUNK] = tensors_to_record({P.CHUNK: chunk})
-    meta["pending_step"] = step
+    try:
+        check_block(schedule, forward.start, forward.count, party.train.steps_per_exchange)
+    except ValueError as exc:
+        raise ProtocolError(str(exc)) from exc
+    assert instruction.chunks is not None  # decoded with the forward block
+    chunks = torch.from_numpy(instruction.chunks)
+    discriminator = schedule.kind(forward.start) is StepKind.DISCRIMINATOR
+    chosen = list(instruction.chosen)
+    block = party_forward_block(
+        party,
+        forward.steps,
+        list(torch.split(chunks, party.train.batch_size, dim=0)),
+        chosen,
+        discriminator,
+    )
+    features, rows = pack_forward(block)
+    context.state[P.VT_STATE_CHUNK] = tensors_to_record({P.CHUNK: chunks})
+    meta.update(pending_start=forward.start, pending_count=forward.count, pending_chosen=chosen)
+    return replace(reply, features=features, rows=rows)
+
+
+def _conditions(
+    instruction: VTStepInstruction, party: VTGANParty, schedule: Schedule
+) -> np.ndarray:
+    """The conditional vectors of every step the server asked this client for, packed:
+    the fake rows' conditions, then (critic steps) the real rows'."""
+    if party.sampler.cond_dim == 0:
+        raise ProtocolError("asked for conditions, but this client has no categorical columns")
+    parts = []
+    for step in instruction.condition_steps:
+        if not 0 <= step < schedule.total_steps:
+            raise ProtocolError(f"condition step {step} is outside the schedule")
+        drawn = party.condition(step, party.train.batch_size)
+        parts.append(drawn.cond)
+        if schedule.kind(step) is StepKind.DISCRIMINATOR:
+            parts.append(drawn.cond_real)
+    return np.ascontiguousarray(np.concatenate(parts, axis=0), dtype=np.float32)
 
 
 def _noise_seed(context: Context) -> int | None:
@@ -452,10 +483,10 @@ def _party_key(context: Context, meta: dict) -> tuple:
     )
 
 
-def _chunk(context: Context, batch: int, width: int) -> torch.Tensor:
+def _chunks(context: Context, rows: int, width: int) -> torch.Tensor:
     if P.VT_STATE_CHUNK not in context.state:
         raise ProtocolError("no pending chunk: apply requested before a forward pass")
-    return get_tensor(context.state, P.VT_STATE_CHUNK, P.CHUNK, (batch, width))
+    return get_tensor(context.state, P.VT_STATE_CHUNK, P.CHUNK, (rows, width))
 
 
 def _save(context: Context, party: VTGANParty, meta: dict, order_changed: bool) -> None:

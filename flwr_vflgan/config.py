@@ -220,11 +220,16 @@ class VFLGANConfig:
             object.__setattr__(self, "vtgan", VTGANSettings.from_dict(self.vtgan))
         if isinstance(self.gafm, dict):
             object.__setattr__(self, "gafm", GAFMSettings.from_dict(self.gafm))
-        if self.train.steps_per_exchange != 1 and (self.is_vtgan or self.is_gafm):
+        k = self.train.steps_per_exchange
+        if k != 1 and self.variant is Variant.CTGAN:
             raise ValueError(
-                f"train.steps_per_exchange={self.train.steps_per_exchange}: {self.variant.value} "
-                "exchanges one step per message; set train.steps_per_exchange=1"
-                + (" and use gafm.steps_per_exchange" if self.is_gafm else "")
+                f"train.steps_per_exchange={k}: ctgan trains in one process and exchanges "
+                "nothing; set train.steps_per_exchange=1"
+            )
+        if k != 1 and self.is_gafm:
+            raise ValueError(
+                f"train.steps_per_exchange={k}: {self.variant.value} takes its steps per "
+                "exchange from gafm.steps_per_exchange; set train.steps_per_exchange=1"
             )
 
     @property

@@ -179,7 +179,7 @@ class StepClock:
         if message.metadata.message_type != P.VT_STEP:
             return
         cfg = message.content[P.CONFIG]
-        forward, applied = int(cfg["forward_step"]), int(cfg["apply_step"])  # type: ignore[arg-type]
+        forward, applied = int(cfg["forward_start"]), int(cfg["apply_start"])  # type: ignore[arg-type]
         if forward != P.NO_STEP and forward not in self.starts:
             self.starts[forward] = now
             self.cpu_starts[forward] = time.process_time()
@@ -309,10 +309,9 @@ for step in range(50):  # reply and message stay alive into the next step, as in
     party.forward_fake(step, chunk)
     if schedule.kind(step) is StepKind.DISCRIMINATOR:
         reply = tensors_to_record({"real": party.forward_real(step, False).features})
-        grad_real = torch.zeros(party.n_rows, party.feature_dim)
-        grad_real[selected] = 1e-3
-        message = tensors_to_record({"real": grad_real})
-        party.apply_discriminator(step, chunk, False, grad_real, grad_fake)
+        grad_real = torch.full((t.batch_size, party.feature_dim), 1e-3)
+        message = tensors_to_record({"real": grad_real, "fake": grad_fake})
+        party.apply_discriminator(step, chunk, False, grad_real, grad_fake, np.sort(selected))
     else:
         party.apply_generator(step, chunk, False, grad_fake)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

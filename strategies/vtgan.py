@@ -26,15 +26,25 @@ from flwr.serverapp import Grid
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.blocks import NO_BLOCK, StepBlock
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
     get_config,
     get_field,
-    get_indices,
     get_tensor,
     tensors_to_record,
 )
 from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.vtgan.blocks import (
+    BlockForward,
+    StepGrads,
+    blocks,
+    feature_sizes,
+    pack_grads,
+    server_critic_block,
+    unpack_forward,
+)
+from flwr_vflgan.vtgan.messages import VTStepInstruction, VTStepReply
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
@@ -56,10 +66,22 @@ def _int(cfg: ConfigRecord, key: str) -> int:
 
 @dataclass
 class _Pending:
-    step: int
-    client: int
-    grads_real: list[torch.Tensor]
-    grads_fake: list[torch.Tensor]
+    """A critic block the clients ran forward and whose gradients they await."""
+
+    steps: range
+    clients: list[int]
+    grads: list[list[StepGrads]]
+
+
+@dataclass
+class _Forward:
+    """A block the server asks the clients to run forward."""
+
+    steps: range
+    clients: list[int]
+    chunks: list[list[torch.Tensor]]
+    """``chunks[j][i]``: client ``i``'s chunk of the block's ``j``-th step."""
+    discriminator: bool
 
 
 @dataclass
@@ -221,80 +243,67 @@ class VTGANStrategy(VerticalStrategy):
         self,
         order: Sequence[int],
         pending: _Pending | None,
-        forward: tuple[int, int, list[torch.Tensor]] | None,
-        condition: tuple[int, int] | None,
+        forward: _Forward | None,
+        conditions: Mapping[int, list[int]],
     ) -> list[Message]:
         messages = []
         for i, node in enumerate(order):
-            cfg = ConfigRecord(
-                {
-                    "apply_step": pending.step if pending else P.NO_STEP,
-                    "apply_chosen": bool(pending and pending.client == i),
-                    "forward_step": forward[0] if forward else P.NO_STEP,
-                    "forward_chosen": bool(forward and forward[1] == i),
-                    "condition_step": condition[0]
-                    if condition and condition[1] == i
-                    else P.NO_STEP,
-                }
-            )
-            content = RecordDict({P.CONFIG: cfg})
+            grads = selected = None
+            counts: list[int] = []
             if pending is not None:
-                grads = {P.FAKE: pending.grads_fake[i]}
-                if pending.grads_real:
-                    grads[P.REAL] = pending.grads_real[i]
-                content[P.GRADS] = tensors_to_record(grads)
-            if forward is not None:
-                content[P.CHUNK] = tensors_to_record({P.CHUNK: forward[2][i]})
-            group = str(forward[0] if forward else pending.step if pending else 0)
-            messages.append(Message(content, node, P.VT_STEP, group_id=group))
+                grads, selected, counts = pack_grads(pending.grads[i])
+            instruction = VTStepInstruction(
+                applied=_block_of(pending.steps if pending else None),
+                forward=_block_of(forward.steps if forward else None),
+                chosen=tuple(c == i for c in forward.clients) if forward else (),
+                condition_steps=tuple(conditions.get(i, ())),
+                grads=grads,
+                selected=selected,
+                selected_counts=tuple(counts),
+                chunks=torch.cat([c[i] for c in forward.chunks]).numpy() if forward else None,
+            )
+            steps = forward.steps if forward else pending.steps if pending else range(1)
+            messages.append(
+                Message(instruction.to_content(), node, P.VT_STEP, group_id=str(steps[0]))
+            )
         return messages
 
-    def _conditions(
-        self, reply: Message, node: int, shape: ClientShape, discriminator: bool
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        batch = self.config.train.batch_size
+    def _reply(
+        self,
+        run: _Run,
+        replies: Mapping[int, Message],
+        i: int,
+        forward: _Forward | None,
+        condition_steps: Sequence[int],
+        chunk_grad: bool = False,
+    ) -> VTStepReply:
+        """Client ``i``'s decoded step reply, with every shape checked against the block."""
+        node, server = run.order[i], run.server
+        batch, private = self.config.train.batch_size, server.privacy is not None
+        feature_rows = index_rows = 0
+        if forward is not None:
+            chosen = [c == i for c in forward.clients]
+            sizes = feature_sizes(forward.discriminator, chosen, private, batch, run.n_rows)
+            feature_rows = sum(sizes)
+            if forward.discriminator and not private:
+                index_rows = batch * sum(chosen)
+        condition_rows = sum(
+            batch * (2 if run.schedule.kind(step) is StepKind.DISCRIMINATOR else 1)
+            for step in condition_steps
+        )
         try:
-            cond = get_tensor(reply.content, P.CONDITION, P.COND, (batch, shape.cond_dim)).numpy()
-            real = (
-                get_tensor(reply.content, P.CONDITION, P.COND_REAL, (batch, shape.cond_dim)).numpy()
-                if discriminator
-                else None
+            return VTStepReply.from_content(
+                replies[node].content,
+                feature_rows=feature_rows,
+                feature_dim=server.feature_dims[i],
+                index_rows=index_rows,
+                n_rows=run.n_rows,
+                condition_rows=condition_rows,
+                cond_dim=run.shapes[i].cond_dim,
+                chunk_shape=(batch, server.chunk_widths[i]) if chunk_grad else None,
             )
         except ProtocolError as exc:
-            raise RunStopped(f"{self.party(node)} sent malformed conditions: {exc}") from exc
-        for name, values in (("cond", cond), ("cond_real", real)):
-            if values is not None and not (
-                np.isin(values, (0.0, 1.0)).all() and (values.sum(axis=1) == 1).all()
-            ):
-                raise RunStopped(f"{self.party(node)} sent {name} rows that are not one-hot")
-        return cond, real
-
-    def _features(
-        self,
-        replies: Mapping[int, Message],
-        order: Sequence[int],
-        server: VTGANServer,
-        client: int,
-        n_rows: int,
-        discriminator: bool,
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor], np.ndarray | None]:
-        batch = self.config.train.batch_size
-        private = server.privacy is not None
-        fake, real, rows = [], [], None
-        for i, node in enumerate(order):
-            content, width = replies[node].content, server.feature_dims[i]
-            try:
-                fake.append(get_tensor(content, P.FEATURES, P.FAKE, (batch, width)))
-                if discriminator:
-                    length = batch if i == client or private else n_rows
-                    real.append(get_tensor(content, P.FEATURES, P.REAL, (length, width)))
-                    if private and P.ROW_INDICES in content:
-                        raise ProtocolError("row indices must not be sent under DP")
-                    if i == client and not private:
-                        rows = get_indices(content, P.ROW_INDICES, P.ROW_INDICES, batch, n_rows)
-            except ProtocolError as exc:
-                raise RunStopped(f"{self.party(node)} sent a malformed step reply: {exc}") from exc
-        return real, fake, rows
+            raise RunStopped(f"{self.party(node)} sent a malformed step reply: {exc}") from exc
 
     def start(self, grid: Grid) -> VFLGANResult:
         """Run setup, build, training and publication; return the result.
@@ -361,101 +370,141 @@ class VTGANStrategy(VerticalStrategy):
         self,
         run: _Run,
         pending: _Pending | None,
-        forward: tuple[int, int, list[torch.Tensor]] | None,
-        condition: tuple[int, int] | None,
+        forward: _Forward | None,
+        conditions: Mapping[int, list[int]],
         describe: str,
-    ) -> dict[int, Message]:
-        messages = self._step_messages(run.order, pending, forward, condition)
+        chunk_grads: bool = False,
+    ) -> list[VTStepReply]:
+        messages = self._step_messages(run.order, pending, forward, conditions)
         replies = self.exchange(run.grid, messages, describe)
-        applied = run.schedule.kind(pending.step).value if pending else "d"
-        ahead = run.schedule.kind(forward[0]).value if forward else applied
+        applied = run.schedule.kind(pending.steps[0]).value if pending else "d"
+        ahead = run.schedule.kind(forward.steps[0]).value if forward else applied
         self.traffic.count((applied, ahead), messages, replies, run.order)
         run.exchanges += 1
-        return replies
+        return [
+            self._reply(run, replies, i, forward, conditions.get(i, ()), chunk_grads)
+            for i in range(len(run.order))
+        ]
 
-    def _next_conditions(
-        self, run: _Run, replies: Mapping[int, Message], step: int, client: int
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        node = run.order[client]
-        discriminator = run.schedule.kind(step) is StepKind.DISCRIMINATOR
-        return self._conditions(replies[node], node, run.shapes[client], discriminator)
+    def _collect_conditions(
+        self,
+        run: _Run,
+        replies: Sequence[VTStepReply],
+        requested: Mapping[int, list[int]],
+    ) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
+        """Each requested step's conditions (fake rows', and real rows' for a critic step)."""
+        batch, out = self.config.train.batch_size, {}
+        for i, steps in requested.items():
+            packed = replies[i].conditions
+            assert packed is not None  # checked against the request by _reply
+            offset = 0
+            for step in steps:
+                cond = packed[offset : offset + batch]
+                offset += batch
+                real = None
+                if run.schedule.kind(step) is StepKind.DISCRIMINATOR:
+                    real = packed[offset : offset + batch]
+                    offset += batch
+                out[step] = (cond, real)
+        return out
+
+    def _forward_block(
+        self, run: _Run, steps: range, conditions: Mapping[int, tuple]
+    ) -> tuple[_Forward, list[torch.Tensor]]:
+        """The server's draws for a block: chosen clients, conditions and chunks."""
+        server = run.server
+        discriminator = run.schedule.kind(steps[0]) is StepKind.DISCRIMINATOR
+        clients = [server.choose_client(step) for step in steps]
+        cond_fake = [
+            server.full_condition(c, conditions[step][0])
+            for step, c in zip(steps, clients, strict=True)
+        ]
+        chunks = [
+            server.chunks(step, cond, keep_graph=not discriminator)
+            for step, cond in zip(steps, cond_fake, strict=True)
+        ]
+        return _Forward(steps, clients, chunks, discriminator), cond_fake
 
     def _train(self, run: _Run) -> None:
-        """Every step of the schedule (Algorithm 1), one or two exchanges each."""
+        """Every block of the schedule (Algorithm 1, ``K`` critic steps per exchange); a
+        critic block costs one exchange, a generator step two."""
         server, schedule = run.server, run.schedule
-        total = schedule.total_steps
-        first = server.choose_client(0)
-        replies = self._step_exchange(run, None, None, (0, first), "conditions of step 0")
-        conditions = self._next_conditions(run, replies, 0, first)
+        plan = blocks(schedule, self.config.train.steps_per_exchange)
+        requested = _requests(server, plan[0])
+        replies = self._step_exchange(run, None, None, requested, "conditions of step 0")
+        conditions = self._collect_conditions(run, replies, requested)
         pending: _Pending | None = None
-        for step in range(total):
-            kind = schedule.kind(step)
-            self.traffic.steps[kind.value] = self.traffic.steps.get(kind.value, 0) + 1
-            client = server.choose_client(step)
-            cond_fake = server.full_condition(client, conditions[0])
-            chunks = server.chunks(step, cond_fake, keep_graph=kind is StepKind.GENERATOR)
-            following = server.choose_client(step + 1) if step + 1 < total else None
-            replies = self._step_exchange(
-                run,
-                pending,
-                (step, client, chunks),
-                (step + 1, following) if following is not None else None,
-                f"step {step}",
-            )
-            discriminator = kind is StepKind.DISCRIMINATOR
-            real, fake, rows = self._features(
-                replies, run.order, server, client, run.n_rows, discriminator
-            )
-            if following is not None:
-                upcoming = self._next_conditions(run, replies, step + 1, following)
-            if discriminator:
-                assert conditions[1] is not None
-                cond_real = server.full_condition(client, conditions[1])
-                grads_real, grads_fake, loss = server.discriminator_step(
-                    step, client, real, rows, fake, cond_real, cond_fake
+        for b, steps in enumerate(plan):
+            kind = schedule.kind(steps[0])
+            self.traffic.steps[kind.value] = self.traffic.steps.get(kind.value, 0) + len(steps)
+            forward, cond_fake = self._forward_block(run, steps, conditions)
+            requested = _requests(server, plan[b + 1]) if b + 1 < len(plan) else {}
+            describe = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+            replies = self._step_exchange(run, pending, forward, requested, describe)
+            upcoming = self._collect_conditions(run, replies, requested)
+            forwards = self._forwards(run, replies, forward)
+            if forward.discriminator:
+                cond_real = [
+                    server.full_condition(c, _real_conditions(conditions, step))
+                    for step, c in zip(steps, forward.clients, strict=True)
+                ]
+                grads, losses = server_critic_block(
+                    server, steps, forward.clients, cond_real, cond_fake, forwards
                 )
-                pending = _Pending(step, client, grads_real, grads_fake)
-                run.record("d_loss", loss)
+                pending = _Pending(steps, forward.clients, grads)
+                for loss in losses:
+                    run.record("d_loss", loss)
             else:
-                self._generator_update(run, step, client, fake, cond_fake)
+                self._generator_update(run, forward, forwards, cond_fake[0])
                 pending = None
-            if following is not None:
-                conditions = upcoming
-            if schedule.ends_epoch(step) or step + 1 == total:
-                self._end_epoch(run, step)
+            conditions = upcoming
+            last = steps[-1]
+            if schedule.ends_epoch(last) or last + 1 == schedule.total_steps:
+                self._end_epoch(run, last)
         if pending is not None:
-            self._step_exchange(run, pending, None, None, "last update")
+            self._step_exchange(run, pending, None, {}, "last update")
+
+    def _forwards(
+        self, run: _Run, replies: Sequence[VTStepReply], forward: _Forward
+    ) -> list[BlockForward]:
+        batch, private = self.config.train.batch_size, run.server.privacy is not None
+        out = []
+        for i, reply in enumerate(replies):
+            assert reply.features is not None  # checked against the block by _reply
+            out.append(
+                unpack_forward(
+                    torch.from_numpy(reply.features),
+                    reply.rows,
+                    forward.discriminator,
+                    [c == i for c in forward.clients],
+                    private,
+                    batch,
+                    run.n_rows,
+                )
+            )
+        return out
 
     def _generator_update(
         self,
         run: _Run,
-        step: int,
-        client: int,
-        fake: list[torch.Tensor],
+        forward: _Forward,
+        forwards: Sequence[BlockForward],
         cond: torch.Tensor,
     ) -> None:
         """The generator step's second exchange: fake-feature gradients out, chunk
         gradients back, then ``G^t``'s update."""
-        server = run.server
-        grads_fake, loss = server.generator_loss(step, fake, cond)
-        replies = self._step_exchange(
-            run, _Pending(step, client, [], grads_fake), None, None, f"generator update {step}"
+        server, step = run.server, forward.steps[0]
+        grads_fake, loss = server.generator_loss(step, [f.fake[0] for f in forwards], cond)
+        pending = _Pending(
+            forward.steps, forward.clients, [[StepGrads(g, None)] for g in grads_fake]
         )
-        chunk_grads, cond_loss = [], 0.0
-        for i, node in enumerate(run.order):
-            try:
-                cfg = get_config(replies[node].content, P.CONFIG)
-                if i == client:
-                    cond_loss = float(get_field(cfg, "cond_loss", float))  # type: ignore[arg-type]
-                shape = (self.config.train.batch_size, server.chunk_widths[i])
-                chunk_grads.append(get_tensor(replies[node].content, P.CHUNK, P.CHUNK, shape))
-            except ProtocolError as exc:
-                raise RunStopped(
-                    f"{self.party(node)} sent a malformed chunk gradient: {exc}"
-                ) from exc
+        replies = self._step_exchange(
+            run, pending, None, {}, f"generator update {step}", chunk_grads=True
+        )
+        chunk_grads = [torch.from_numpy(r.chunk_grad) for r in replies if r.chunk_grad is not None]
         server.generator_update(chunk_grads)
         run.record("g_loss", loss)
-        run.record("cond_loss", cond_loss)
+        run.record("cond_loss", replies[forward.clients[0]].cond_loss)
 
     def _end_epoch(self, run: _Run, step: int) -> None:
         record = {
@@ -523,3 +572,23 @@ class VTGANStrategy(VerticalStrategy):
         replies = self.exchange(grid, messages, "publication")
         table, spent = collect_published(replies, order, rows, self.config.dp.enabled)
         return table, spent
+
+
+def _block_of(steps: range | None) -> StepBlock:
+    return NO_BLOCK if steps is None else StepBlock(steps[0], len(steps))
+
+
+def _requests(server: VTGANServer, steps: range) -> dict[int, list[int]]:
+    """Which client supplies the conditions of each step of a block: ``{client: steps}``."""
+    out: dict[int, list[int]] = {}
+    for step in steps:
+        out.setdefault(server.choose_client(step), []).append(step)
+    return out
+
+
+def _real_conditions(conditions: Mapping[int, tuple], step: int) -> np.ndarray:
+    """The real rows' conditions of critic step ``step`` (requested with its fake ones)."""
+    real = conditions[step][1]
+    if real is None:
+        raise RunStopped(f"no real-row conditions arrived for critic step {step}")
+    return real

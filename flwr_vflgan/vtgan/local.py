@@ -11,49 +11,79 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import torch
 
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 
+from .blocks import (
+    BlockForward,
+    blocks,
+    party_apply_critic_block,
+    party_forward_block,
+    server_critic_block,
+)
 from .party import VTGANParty
 from .server import VTGANServer
 
 Observer = Callable[[dict], None]
 
 
-def run_step(
-    step: int,
+def run_block(
+    steps: range,
     kind: StepKind,
     server: VTGANServer,
     parties: Sequence[VTGANParty],
     observe: Observer | None = None,
-) -> dict[str, float]:
-    """One discriminator or generator step; returns its losses.
+) -> dict[str, list[float]]:
+    """One block of steps (:mod:`~flwr_vflgan.vtgan.blocks`); returns its losses.
 
-    ``observe`` receives what the server learns in the step (the chosen client, its
-    conditions and its row indices), as the shuffling test's attacker would record it.
+    ``observe`` receives what the server learns in each critic step (the chosen client,
+    its conditions and its row indices), as the shuffling test's attacker would record it.
     """
     batch = server.train.batch_size
-    client = server.choose_client(step)
-    condition = parties[client].condition(step, batch)
-    cond_fake = server.full_condition(client, condition.cond)
-    chunks = server.chunks(step, cond_fake, keep_graph=kind is StepKind.GENERATOR)
-    fake = [party.forward_fake(step, chunk) for party, chunk in zip(parties, chunks, strict=True)]
-    if kind is StepKind.DISCRIMINATOR:
-        real = [party.forward_real(step, i == client) for i, party in enumerate(parties)]
-        rows = real[client].rows
+    generator = kind is StepKind.GENERATOR
+    clients = [server.choose_client(step) for step in steps]
+    conditions = [parties[c].condition(step, batch) for step, c in zip(steps, clients, strict=True)]
+    cond_fake = [server.full_condition(c, d.cond) for c, d in zip(clients, conditions, strict=True)]
+    chunks = [
+        server.chunks(step, cond, keep_graph=generator)
+        for step, cond in zip(steps, cond_fake, strict=True)
+    ]
+    mine = [[c == i for c in clients] for i in range(len(parties))]
+    forwards = [
+        party_forward_block(party, steps, [c[i] for c in chunks], mine[i], not generator)
+        for i, party in enumerate(parties)
+    ]
+    if generator:
+        return _generator_step(
+            steps[0], clients[0], server, parties, forwards, chunks[0], cond_fake[0]
+        )
+    for j, (step, client) in enumerate(zip(steps, clients, strict=True)):
+        rows = forwards[client].rows[j]
         # Without DP the chosen client names its rows; under DP the batch is uniform and
         # every client sends the same rows, unnamed.
         assert (rows is None) == (server.privacy is not None)
         if observe is not None and rows is not None:
-            observe({"step": step, "client": client, "cond": condition.cond_real, "rows": rows})
-        cond_real = server.full_condition(client, condition.cond_real)
-        grads_real, grads_fake, loss = server.discriminator_step(
-            step, client, [r.features for r in real], rows, fake, cond_real, cond_fake
-        )
-        for i, party in enumerate(parties):
-            party.apply_discriminator(step, chunks[i], i == client, grads_real[i], grads_fake[i])
-        return {"d_loss": loss}
-    grads, loss = server.generator_loss(step, fake, cond_fake)
+            observe({"step": step, "client": client, "cond": conditions[j].cond_real, "rows": rows})
+    cond_real = [
+        server.full_condition(c, d.cond_real) for c, d in zip(clients, conditions, strict=True)
+    ]
+    grads, losses = server_critic_block(server, steps, clients, cond_real, cond_fake, forwards)
+    for i, party in enumerate(parties):
+        party_apply_critic_block(party, steps, [c[i] for c in chunks], mine[i], grads[i])
+    return {"d_loss": losses}
+
+
+def _generator_step(
+    step: int,
+    client: int,
+    server: VTGANServer,
+    parties: Sequence[VTGANParty],
+    forwards: Sequence[BlockForward],
+    chunks: Sequence[torch.Tensor],
+    cond: torch.Tensor,
+) -> dict[str, list[float]]:
+    grads, loss = server.generator_loss(step, [f.fake[0] for f in forwards], cond)
     chunk_grads, cond_losses = [], []
     for i, party in enumerate(parties):
         chunk_grad, cond_loss = party.apply_generator(step, chunks[i], i == client, grads[i])
@@ -63,7 +93,19 @@ def run_step(
     if server.settings.shuffle:
         for party in parties:
             party.shuffle()
-    return {"g_loss": loss, "cond_loss": float(sum(cond_losses))}
+    return {"g_loss": [loss], "cond_loss": [float(sum(cond_losses))]}
+
+
+def run_step(
+    step: int,
+    kind: StepKind,
+    server: VTGANServer,
+    parties: Sequence[VTGANParty],
+    observe: Observer | None = None,
+) -> dict[str, float]:
+    """One step as a block of its own (``K = 1``, Algorithm 1); returns its losses."""
+    losses = run_block(range(step, step + 1), kind, server, parties, observe)
+    return {key: values[0] for key, values in losses.items()}
 
 
 def train_local(
@@ -72,21 +114,25 @@ def train_local(
     parties: Sequence[VTGANParty],
     observe: Observer | None = None,
     on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+    steps_per_exchange: int = 1,
 ) -> list[dict[str, float]]:
-    """Every step of ``schedule``; returns the mean losses of each epoch."""
+    """Every step of ``schedule``, ``steps_per_exchange`` critic steps per block; returns
+    the mean losses of each epoch."""
     history: list[dict[str, float]] = []
     sums: dict[str, list[float]] = {}
-    for step in range(schedule.total_steps):
-        losses = run_step(step, schedule.kind(step), server, parties, observe)
-        for key, value in losses.items():
-            sums.setdefault(key, []).append(value)
-        if schedule.ends_epoch(step) or step + 1 == schedule.total_steps:
-            record = {"epoch": float(schedule.epoch_of(step)), "step": float(step + 1)}
+    for steps in blocks(schedule, steps_per_exchange):
+        for key, values in run_block(
+            steps, schedule.kind(steps[0]), server, parties, observe
+        ).items():
+            sums.setdefault(key, []).extend(values)
+        last = steps[-1]
+        if schedule.ends_epoch(last) or last + 1 == schedule.total_steps:
+            record = {"epoch": float(schedule.epoch_of(last)), "step": float(last + 1)}
             record.update({k: float(np.mean(v)) for k, v in sums.items()})
             history.append(record)
             sums = {}
             if on_epoch is not None:
-                on_epoch(schedule.epoch_of(step), {**record, "total_steps": schedule.total_steps})
+                on_epoch(schedule.epoch_of(last), {**record, "total_steps": schedule.total_steps})
     return history
 
 

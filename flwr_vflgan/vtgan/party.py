@@ -286,11 +286,15 @@ class VTGANParty:
         chosen: bool,
         grad_real: torch.Tensor,
         grad_fake: torch.Tensor,
+        selected: np.ndarray | None = None,
+        real_step: int | None = None,
     ) -> None:
         """Update ``D^b_i`` from the server's gradients of step ``step``.
 
-        ``grad_real`` has one row per real feature sent: ``B`` for the chosen client,
-        ``N`` (zero outside the rows the server selected) otherwise.
+        ``grad_real`` has one row per real feature of the batch for the chosen client
+        (and under DP); for any other client one row per entry of ``selected``, the rows
+        (current order) the server selected from its every-row features, which were
+        computed with the dropout draw of step ``real_step`` (default ``step``).
         """
         with torch.no_grad(), frozen_batchnorm_stats(self.generator):
             fake = self._fake(step, chunk)[1]
@@ -299,16 +303,24 @@ class VTGANParty:
             return
         if chosen:
             real = self._rows(self.real_rows(step, self.train.batch_size))
-            selected = None
-            g_real = grad_real
+            rows = None
         else:
-            selected = torch.nonzero(grad_real.abs().sum(dim=1) > 0).flatten()
-            real = self.encoded[torch.from_numpy(self.order[selected.numpy()])]
-            g_real = grad_real[selected]
+            if selected is None or grad_real.shape[0] != len(selected):
+                raise ValueError(
+                    f"step {step}: a non-chosen client needs one gradient row per selected row, "
+                    f"got {grad_real.shape[0]} rows for "
+                    f"{'no selection' if selected is None else len(selected)}"
+                )
+            if len(selected) and (selected.min() < 0 or selected.max() >= self.n_rows):
+                raise ValueError(f"step {step}: selected rows outside [0, {self.n_rows})")
+            rows = torch.from_numpy(np.asarray(selected, dtype=np.int64))
+            real = self.encoded[torch.from_numpy(self.order[rows.numpy()])]
+        g_real = grad_real
+        real_draw = step if real_step is None or chosen else real_step
 
         def batch_loss() -> torch.Tensor:
-            kwargs = {} if selected is None else {"rows": selected, "n_total": self.n_rows}
-            f_real = self._disc(real, step, 0, **kwargs)
+            kwargs = {} if rows is None else {"rows": rows, "n_total": self.n_rows}
+            f_real = self._disc(real, real_draw, 0, **kwargs)
             f_fake = self._disc(fake, step, 1)
             return (f_real * g_real).sum() + (f_fake * grad_fake).sum()
 

@@ -94,14 +94,20 @@ def test_dp_run_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_vtgan_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
     """VT-GAN's messages (every-row features, row indices, conditions, chunk gradients)
-    go through Ray unchanged: the same seeds give the same published table."""
-    vtgan = ("algorithm=vtgan", "train.max_steps=8", "output.evaluate=false")
+    go through Ray unchanged, three critic steps per exchange: the same seeds give the
+    same published table."""
+    vtgan = (
+        "algorithm=vtgan",
+        "train.max_steps=8",
+        "train.steps_per_exchange=3",
+        "output.evaluate=false",
+    )
     simulated = _run("simulation", tmp_path / "sim", *vtgan)
     local = _run("inprocess", tmp_path / "local", *vtgan)
     assert simulated["algorithm"] == "vtgan" and simulated["steps"] == 8
-    # 7 D steps (1 exchange each) and 1 G step (2), setup, build, the first conditions,
-    # the last D step's update and the 2 publication exchanges.
-    assert simulated["exchanges"] == local["exchanges"] == 7 + 2 + 3 + 1 + 2
+    # Blocks 0-2, 3-4, 5 (the G step, 2 exchanges) and 6-7; setup, build, the first
+    # conditions, the last block's update and the 2 publication exchanges.
+    assert simulated["exchanges"] == local["exchanges"] == 3 + 2 + 3 + 1 + 2
     sim_table = pd.read_csv(tmp_path / "sim" / "synthetic.csv")
     assert len(sim_table) == 300 and sim_table.shape[1] == 15
     pd.testing.assert_frame_equal(sim_table, pd.read_csv(tmp_path / "local" / "synthetic.csv"))

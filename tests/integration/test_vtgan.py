@@ -8,18 +8,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import load_dataset
 from flwr_vflgan.metrics.similarity import jensen_shannon_divergences
+from flwr_vflgan.privacy.updates import PerSampleUpdate
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.runtime.codec import tensors_to_record
 from flwr_vflgan.runtime.party_data import DataSpec, party_block
 from flwr_vflgan.strategies import InProcessGrid, RunStopped, VTGANStrategy
 from flwr_vflgan.vtgan.attacks import reconstruct_column, reconstruction_accuracy
-from flwr_vflgan.vtgan.server import ClientShape
+from flwr_vflgan.vtgan.messages import PACKED, SELECTED
 
 SHARED = 987654321123
 SMALL = {"latent_dim": 16, "generator_width": 32, "discriminator_width": 32}
@@ -105,11 +105,35 @@ def _observations(log: list[Message], node: int) -> list[tuple[np.ndarray, np.nd
         if reply.metadata.src_node_id != node or request.metadata.message_type != P.VT_STEP:
             continue
         cfg = request.content[P.CONFIG]
-        if P.CONDITION in reply.content and P.COND_REAL in reply.content[P.CONDITION]:
-            conditions[int(cfg["condition_step"])] = reply.content[P.CONDITION][P.COND_REAL].numpy()
+        # K = 1: each requested step's conditions are (cond, cond_real) for a D step,
+        # (cond,) for a G step, stacked in step order.
+        if P.CONDITION in reply.content:
+            packed = reply.content[P.CONDITION][PACKED].numpy()
+            offset = 0
+            for step in cfg.get("condition_steps", []):
+                offset += 64
+                if _kind(int(step)) == "d":
+                    conditions[int(step)] = packed[offset : offset + 64]
+                    offset += 64
         if P.ROW_INDICES in reply.content:
-            rows[int(cfg["forward_step"])] = reply.content[P.ROW_INDICES][P.ROW_INDICES].numpy()
+            rows[int(cfg["forward_start"])] = reply.content[P.ROW_INDICES][P.ROW_INDICES].numpy()
     return [(rows[s], conditions[s]) for s in sorted(rows)]
+
+
+def _kind(step: int) -> str:
+    """Steps of the 640-row table at batch 64 and n_critic 5: 12 per epoch, G after 5 D."""
+    return "g" if step % 12 in (5, 11) else "d"
+
+
+def _contains_column(values: np.ndarray, column: np.ndarray) -> bool:
+    """Whether some column of ``values`` holds ``column`` as consecutive rows."""
+    n = len(column)
+    for j in range(values.shape[1]):
+        series = values[:, j]
+        for start in np.flatnonzero(np.isclose(series[: len(series) - n + 1], column[0])):
+            if np.allclose(series[start : start + n], column):
+                return True
+    return False
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
@@ -153,7 +177,7 @@ def test_audit_what_crosses_the_wire(adult_small: Path) -> None:
             if isinstance(record, ConfigRecord):
                 assert SHARED not in list(record.values())
             if isinstance(record, ArrayRecord):
-                assert set(record) <= {P.REAL, P.FAKE, P.CHUNK}
+                assert set(record) <= {PACKED, SELECTED, P.CHUNK}
     n_rows = len(blocks[0].frame)
     for message in to_server:
         for name, record in message.content.items():
@@ -168,14 +192,15 @@ def test_audit_what_crosses_the_wire(adult_small: Path) -> None:
                     assert values.dtype == np.int64 and values.max() < n_rows
                     continue
                 assert values.dtype == np.float32
-                # no raw column values: features are not any client's numeric columns
+                # no raw column values: no array holds a client's numeric column as
+                # consecutive rows (the every-row features are N of a packed array's rows)
                 for raw in real_values:
                     numeric = raw[:, [isinstance(v, (int, float)) for v in raw[0]]].astype(float)
-                    if values.shape[0] == numeric.shape[0]:
+                    if values.shape[0] >= numeric.shape[0]:
                         for j in range(numeric.shape[1]):
-                            assert not np.any(
-                                np.all(np.isclose(values, numeric[:, [j]]), axis=0)
-                            ), f"{name}.{key} carries a raw column"
+                            assert not _contains_column(values, numeric[:, j]), (
+                                f"{name}.{key} carries a raw column"
+                            )
     # Row indices come only from the client chosen for the step, once per D step.
     index_replies = [m for m in to_server if P.ROW_INDICES in m.content]
     assert len(index_replies) == 20
@@ -202,15 +227,28 @@ def test_a_client_with_a_wrong_row_count_stops_the_run(adult_small: Path, tmp_pa
         strategy.aggregate_setup(replies)
 
 
-def test_dp_run_reports_the_joint_epsilon_and_sends_no_row_indices(adult_small: Path) -> None:
+@pytest.mark.parametrize("k", [1, 5])
+def test_dp_run_reports_the_joint_epsilon_and_sends_no_row_indices(
+    adult_small: Path, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """dp=dpsgd: uniform shared-seed batches, so every client sends its batch rows only and
-    no index crosses the wire; every part reports its spend and the joint guarantee."""
+    no index crosses the wire; every part reports its spend and the joint guarantee. With
+    K = 5 every part applies its noised update once per critic step, as with K = 1."""
     config = VFLGANConfig.from_dict(
         {
             **_config(epochs=1).to_dict(),
+            "train": {**_config(epochs=1).to_dict()["train"], "steps_per_exchange": k},
             "dp": {"mechanism": "dpsgd", "target_epsilon": 10.0, "delta": 1e-4},
         }
     )
+    calls: list[int] = []
+    original = PerSampleUpdate.__call__
+
+    def counted(self: PerSampleUpdate, *args: object, **kwargs: object) -> object:
+        calls.append(id(self))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(PerSampleUpdate, "__call__", counted)
     log: list[Message] = []
     spec = DataSpec(source=str(adult_small), n_parties=2)
     grid = InProcessGrid(
@@ -228,12 +266,15 @@ def test_dp_run_reports_the_joint_epsilon_and_sends_no_row_indices(adult_small: 
     assert result.privacy[1]["epsilon"] > result.privacy[0]["epsilon"]
     replies = [m for m in log if m.metadata.reply_to_message_id != ""]
     assert not any(P.ROW_INDICES in m.content for m in replies)
-    real = [
-        m.content[P.FEATURES][P.REAL].numpy()
-        for m in replies
-        if P.FEATURES in m.content and P.REAL in m.content[P.FEATURES]
-    ]
-    assert len(real) == 2 * 10 and all(r.shape[0] == 64 for r in real)
+    # Every D step's features are the batch's real rows and the fake rows (2 x 64); a G
+    # step's only the fake ones: no client sends every row.
+    rows = sum(
+        m.content[P.FEATURES][PACKED].numpy().shape[0] for m in replies if P.FEATURES in m.content
+    )
+    assert rows == 2 * (10 * 2 * 64 + 2 * 64)
+    # three parts (server, two clients), one noised update each per critic step
+    assert len(calls) == 3 * 10 and len(set(calls)) == 3
+    assert all(calls.count(part) == 10 for part in set(calls))
     for message in log:
         for record in message.content.values():
             if isinstance(record, ConfigRecord):
@@ -283,17 +324,79 @@ def test_a_step_before_setup_gets_an_error_reply() -> None:
     assert "received a VT-GAN message before setup" in reply.error.reason
 
 
-def test_malformed_conditions_stop_the_run() -> None:
-    strategy = VTGANStrategy(_config(), n_parties=2)
-    shape = ClientShape(n_columns=2, encoded_width=5, cond_dim=3)
-    cond = np.zeros((64, 3), dtype=np.float32)
-    cond[:, 0] = 0.5  # not one-hot
-    reply = Message(
-        RecordDict({P.CONDITION: tensors_to_record({P.COND: cond, P.COND_REAL: cond})}),
-        1001,
-        P.VT_STEP,
+def test_malformed_conditions_stop_the_run(adult_small: Path) -> None:
+    def tamper(message: Message) -> None:
+        if message.metadata.reply_to_message_id and P.CONDITION in message.content:
+            packed = message.content[P.CONDITION][PACKED].numpy()
+            message.content[P.CONDITION] = ArrayRecord({PACKED: Array(np.full_like(packed, 0.5))})
+
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    grid = InProcessGrid(
+        make_client_app(),
+        [{"partition-id": i, "shared-seed": SHARED} for i in range(2)],
+        observer=tamper,
     )
-    with pytest.raises(RunStopped, match="node 1001 sent cond rows that are not one-hot"):
-        strategy._conditions(reply, 1001, shape, discriminator=True)
-    with pytest.raises(RunStopped, match=r"node 1001 sent malformed conditions: .*shape"):
-        strategy._conditions(reply, 1001, ClientShape(2, 5, 4), discriminator=True)
+    strategy = VTGANStrategy(_config(), n_parties=2, seed=3, data_spec=spec)
+    with pytest.raises(
+        RunStopped,
+        match=r"client [01] \(node 100[12]\) sent a malformed step reply: condition rows are not one-hot",
+    ):
+        strategy.start(grid)
+
+
+def _k_config(k: int, lr: float = 2e-4, epochs: int = 2) -> VFLGANConfig:
+    plain = _config(epochs=epochs, lr=lr).to_dict()
+    return VFLGANConfig.from_dict({**plain, "train": {**plain["train"], "steps_per_exchange": k}})
+
+
+def test_k_steps_per_exchange_over_flower_messages(adult_small: Path) -> None:
+    """K = 5: a round's five critic steps travel in one exchange, each client sends its
+    every-row features once per exchange, and with nothing moving (a learning rate far
+    below float32's resolution) the losses are exactly those of one step per exchange."""
+    log: list[Message] = []
+    five, strategy, _ = _run(adult_small, 2, _k_config(5, lr=1e-30), log, rows=50)
+    one, _, _ = _run(adult_small, 2, _k_config(1, lr=1e-30), rows=50)
+    # per epoch: blocks 0-4, 5, 6-10, 11 and the two generator updates; then the first
+    # conditions, setup, build and the two publication exchanges
+    assert five.steps == one.steps == 24
+    assert five.exchanges == 2 * 6 + 1 + 2 + 2
+    assert one.exchanges == 2 * (10 + 2 * 2) + 1 + 2 + 2
+    for a, b in zip(one.history, five.history, strict=True):
+        for key in ("d_loss", "g_loss", "cond_loss"):
+            assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-7), key
+    assert strategy.traffic.steps == {"d": 20, "g": 4}
+    # a D block's reply: 5 x 64 fake rows, 64 real rows per step the client was chosen
+    # in, and all 640 rows once if it was not chosen in some step
+    requests = {m.metadata.message_id: m for m in log if not m.metadata.reply_to_message_id}
+    for reply in log:
+        request = requests.get(reply.metadata.reply_to_message_id)
+        if request is None or request.metadata.message_type != P.VT_STEP:
+            continue
+        cfg = request.content[P.CONFIG]
+        if int(cfg["forward_count"]) != 5:  # type: ignore[arg-type]
+            continue
+        chosen = [bool(c) for c in cfg["chosen"]]  # type: ignore[union-attr]
+        rows = reply.content[P.FEATURES][PACKED].numpy().shape[0]
+        assert rows == 5 * 64 + 64 * sum(chosen) + (640 if not all(chosen) else 0)
+
+
+def test_a_block_longer_than_the_clients_k_is_refused(adult_small: Path) -> None:
+    def stretch(message: Message) -> None:
+        if message.metadata.reply_to_message_id or message.metadata.message_type != P.VT_STEP:
+            return
+        cfg = message.content[P.CONFIG]
+        if int(cfg["forward_start"]) == 0:  # type: ignore[arg-type]
+            cfg["forward_count"] = 2
+            cfg["chosen"] = [*cfg["chosen"], *cfg["chosen"]]  # type: ignore[misc]
+            chunk = message.content[P.CHUNK][P.CHUNK].numpy()
+            message.content[P.CHUNK] = ArrayRecord({P.CHUNK: Array(np.concatenate([chunk] * 2))})
+
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    grid = InProcessGrid(
+        make_client_app(),
+        [{"partition-id": i, "shared-seed": SHARED} for i in range(2)],
+        observer=stretch,
+    )
+    strategy = VTGANStrategy(_k_config(1), n_parties=2, seed=3, data_spec=spec)
+    with pytest.raises(RunStopped, match="steps 0-1 are not a block at steps_per_exchange=1"):
+        strategy.start(grid)

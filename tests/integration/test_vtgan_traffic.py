@@ -60,40 +60,56 @@ def _expected(
         req.metadata.dst_node_id: int(req.content[P.CONFIG]["chunk_width"])  # type: ignore[arg-type]
         for req, _ in _pairs(log, P.VT_BUILD)
     }
+    pairs = _pairs(log, P.VT_STEP)
+    # A non-chosen client's gradient covers the distinct rows the chosen client sent.
+    selected: dict[int, int] = {}
+    for request, reply in pairs:
+        if P.ROW_INDICES in reply.content:
+            step = int(request.content[P.CONFIG]["forward_start"])  # type: ignore[arg-type]
+            selected[step] = len(set(reply.content[P.ROW_INDICES][P.ROW_INDICES].numpy()))
     to_client: dict[str, list[int]] = {k: [0] * len(order) for k in "dg"}
     from_client: dict[str, list[int]] = {k: [0] * len(order) for k in "dg"}
     chosen: dict[int, int] = {}
     conditioned: dict[int, int] = {}
-    for request, _reply in _pairs(log, P.VT_STEP):
+    was_chosen: dict[tuple[int, int], bool] = {}
+    for request, _reply in pairs:
         node = request.metadata.dst_node_id
         i = order.index(node)
         assert int(shapes[node]["n_rows"]) == N  # type: ignore[arg-type]
         f = int(shapes[node]["encoded_width"])  # type: ignore[arg-type]  # D2_0: features = encoded width
         c, w = int(shapes[node]["cond_dim"]), chunk[node]  # type: ignore[arg-type]
         cfg = request.content[P.CONFIG]
-        applied, forward = int(cfg["apply_step"]), int(cfg["forward_step"])  # type: ignore[arg-type]
-        condition = int(cfg["condition_step"])  # type: ignore[arg-type]
+        applied, forward = int(cfg["apply_start"]), int(cfg["forward_start"])  # type: ignore[arg-type]
+        assert int(cfg["apply_count"]) in (0, 1) and int(cfg["forward_count"]) in (0, 1)  # type: ignore[arg-type]
         if applied != P.NO_STEP:
             kind = _kind(applied)
-            to_client[kind][i] += _array(B, f)  # gradients of the fake features
-            if kind == "d":  # and of the real ones: B rows if chosen, all N otherwise
-                to_client[kind][i] += _array(B if cfg["apply_chosen"] else N, f)
-            else:  # the chunk's gradient goes back
+            if kind == "g":  # fake-feature gradients out, the chunk's gradient back
+                to_client[kind][i] += _array(B, f)
                 from_client[kind][i] += _array(B, w)
+            elif was_chosen[(i, applied)]:  # real and fake rows' gradients
+                to_client[kind][i] += _array(2 * B, f)
+            else:  # the selected rows' gradients and their positions, the fake rows'
+                to_client[kind][i] += _array(selected[applied] + B, f)
+                to_client[kind][i] += _array(selected[applied], 1, I64)
         if forward != P.NO_STEP:
             kind = _kind(forward)
+            mine = bool(cfg["chosen"][0])  # type: ignore[index]
+            was_chosen[(i, forward)] = mine
             to_client[kind][i] += _array(B, w)  # the chunk of G^t's output
-            from_client[kind][i] += _array(B, f)  # fake features
-            if kind == "d" and cfg["forward_chosen"]:
+            if kind == "d" and mine:
                 chosen[forward] = i
-                from_client[kind][i] += _array(B, f) + _array(B, 1, I64)  # its rows + indices
+                from_client[kind][i] += _array(2 * B, f) + _array(B, 1, I64)  # rows + indices
             elif kind == "d":
-                from_client[kind][i] += _array(N, f)  # every row
-        if condition != P.NO_STEP:
-            conditioned[condition] = i
+                from_client[kind][i] += _array(B + N, f)  # fake rows, then every row
+            else:
+                from_client[kind][i] += _array(B, f)
+        steps = [int(s) for s in cfg.get("condition_steps", [])]  # type: ignore[union-attr]
+        if steps:
             # cond (and cond_real for a D step), with the forward pass of the step before
+            (condition,) = steps
+            conditioned[condition] = i
             kind = _kind(max(condition - 1, 0))
-            from_client[kind][i] += _array(B, c) * (2 if _kind(condition) == "d" else 1)
+            from_client[kind][i] += _array((2 if _kind(condition) == "d" else 1) * B, c)
     return to_client, from_client, chosen, conditioned
 
 
@@ -139,7 +155,8 @@ def test_traffic_per_step_matches_the_protocol_by_hand(adult_small: Path, n_part
     for i, f in enumerate(widths):
         assert per_step["d"]["from_client"][i] == pytest.approx(from_client["d"][i] / 10)
         assert per_step["g"]["to_client"][i] == pytest.approx(to_client["g"][i] / 2)
-        # real features alone: N rows in the steps this client was not chosen, B otherwise
+        # real features alone: N rows in the steps this client was not chosen, B otherwise;
+        # what comes back is a batch's worth of rows per step, not N
         real_features = ((10 - counts[i]) * N + counts[i] * B) * f * F32
         assert per_step["d"]["from_client"][i] > real_features / 10
-        assert per_step["d"]["to_client"][i] > real_features / 10
+        assert per_step["d"]["to_client"][i] < 4 * B * f * F32

@@ -203,10 +203,22 @@ def test_configs_are_frozen():
         VFLGANConfig().train.epochs = 3  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("variant", ["vtgan", "ctgan", "gafm", "splitnn"])
-def test_steps_per_exchange_above_one_is_refused_outside_the_vflgan_family(variant):
-    with pytest.raises(ValueError, match=rf"steps_per_exchange=4: {variant} exchanges one step"):
+@pytest.mark.parametrize(
+    ("variant", "match"),
+    [
+        ("ctgan", "ctgan trains in one process and exchanges nothing"),
+        ("gafm", "gafm takes its steps per exchange from gafm.steps_per_exchange"),
+        ("splitnn", "splitnn takes its steps per exchange from gafm.steps_per_exchange"),
+    ],
+)
+def test_train_steps_per_exchange_above_one_is_refused_where_it_means_nothing(variant, match):
+    with pytest.raises(ValueError, match=rf"train.steps_per_exchange=4: {match}"):
         VFLGANConfig.from_dict({"variant": variant, "train": {"steps_per_exchange": 4}})
+
+
+def test_vtgan_takes_steps_per_exchange():
+    config = VFLGANConfig.from_dict({"variant": "vtgan", "train": {"steps_per_exchange": 5}})
+    assert config.train.steps_per_exchange == 5
 
 
 def test_steps_per_exchange_defaults_to_algorithm_1():

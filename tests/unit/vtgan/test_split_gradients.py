@@ -21,6 +21,7 @@ from flwr_vflgan.data.schema import infer_schema
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
 from flwr_vflgan.nn.models import frozen_batchnorm_stats
 from flwr_vflgan.runtime.rng import Stream, torch_generator, uniform_alpha
+from flwr_vflgan.vtgan.blocks import sparse_rows
 from flwr_vflgan.vtgan.conditions import conditional_loss
 from flwr_vflgan.vtgan.config import VTGANSettings
 from flwr_vflgan.vtgan.party import VTGANParty
@@ -102,7 +103,12 @@ def test_discriminator_step_matches_the_unsplit_graph(settings: VTGANSettings) -
     nonzero = torch.nonzero(grads_real[other].abs().sum(dim=1) > 0).flatten().numpy()
     assert set(nonzero) <= set(rows.tolist())
     for i, party in enumerate(parties):
-        party.apply_discriminator(step, chunks[i], i == client, grads_real[i], grads_fake[i])
+        if i == client:
+            party.apply_discriminator(step, chunks[i], True, grads_real[i], grads_fake[i])
+        else:  # what travels: the selected rows' gradients and their positions
+            selected, values = sparse_rows(grads_real[i])
+            assert selected.tolist() == sorted(set(rows.tolist()))
+            party.apply_discriminator(step, chunks[i], False, values, grads_fake[i], selected)
     split = [_grads(server.discriminator)] + [_grads(p.discriminator) for p in parties]
 
     _zero(server.discriminator, *(p.discriminator for p in parties))

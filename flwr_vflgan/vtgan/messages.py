@@ -1,0 +1,256 @@
+"""VT-GAN's step messages as typed dataclasses, encoded to and decoded from Flower records.
+
+Both sides use these classes: the strategy builds instructions and reads replies, the
+client reads instructions and builds replies; no record key or field name of a step
+message is written anywhere else. Decoding validates on arrival (field types, dtypes,
+shapes, finite values, one-hot conditions) and raises
+:class:`~flwr_vflgan.runtime.codec.ProtocolError`, which a client turns into a Flower
+error reply and the strategy into ``RunStopped``.
+
+A step message carries a block of steps (:mod:`flwr_vflgan.vtgan.blocks`): the
+instruction the gradients of the block the client ran forward last time and the chunks
+of the next block, the reply the features of that block. Each kind of tensor travels
+as one array whatever the block's length (rows of the block's steps stacked in step
+order), in the record named for it, so traffic is booked per record as before.
+
+| record | instruction (server -> client) | reply (client -> server) |
+|---|---|---|
+| ``config`` | the applied block, the forward block and whether the client is chosen in each of its steps, the steps whose conditions it supplies, the selected-row counts of the applied critic steps | the forward block; a generator step's conditional loss |
+| ``grads`` | ``packed``: per applied step the real-feature gradient (critic steps) then the fake-feature one; ``selected``: a non-chosen client's selected rows | |
+| ``chunk`` | every forward step's chunk of ``G^t``'s output | a generator step's chunk gradient |
+| ``features`` | | ``packed``: per forward step the real features (critic steps where the client is chosen, or under DP) then the fake ones, then the every-row features once |
+| ``rows`` | | the chosen client's row indices of its critic steps |
+| ``condition`` | | ``packed``: per requested step the fake rows' conditions, then (critic steps) the real rows' |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from flwr.app import ConfigRecord, RecordDict
+
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.blocks import NO_BLOCK, StepBlock
+from flwr_vflgan.runtime.codec import (
+    ProtocolError,
+    get_config,
+    get_field,
+    get_indices,
+    get_tensor,
+    indices_to_record,
+    tensors_to_record,
+)
+
+PACKED = "packed"
+SELECTED = "selected"
+
+__all__ = ["VTStepInstruction", "VTStepReply", "one_hot_rows"]
+
+
+def _int(record: ConfigRecord, key: str) -> int:
+    return int(get_field(record, key, int))  # type: ignore[call-overload]
+
+
+def _list(record: ConfigRecord, key: str, kind: type) -> list:
+    """A list field of ``kind`` items; absent means empty (Flower drops nothing, but an
+    empty list has no item type to check)."""
+    if key not in record:
+        return []
+    values = get_field(record, key, list)
+    assert isinstance(values, list)  # checked by get_field
+    if not all(isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in values):
+        raise ProtocolError(f"field {key!r} must be a list of {kind.__name__}, got {values!r}")
+    return values
+
+
+def _block(record: ConfigRecord, prefix: str) -> StepBlock:
+    return StepBlock(_int(record, f"{prefix}_start"), _int(record, f"{prefix}_count"))
+
+
+def _put_list(fields: dict, key: str, values: Sequence) -> None:
+    if len(values):
+        fields[key] = list(values)
+
+
+def one_hot_rows(values: np.ndarray, name: str) -> None:
+    """Raise ProtocolError unless every row of ``values`` is one-hot."""
+    if not (np.isin(values, (0.0, 1.0)).all() and (values.sum(axis=1) == 1).all()):
+        raise ProtocolError(f"{name} rows are not one-hot")
+
+
+@dataclass(frozen=True)
+class VTStepInstruction:
+    """Server -> client: apply a block's gradients, run the next block forward, sample
+    conditions."""
+
+    applied: StepBlock = NO_BLOCK
+    forward: StepBlock = NO_BLOCK
+    chosen: tuple[bool, ...] = ()
+    """Whether the client is the chosen one in each step of ``forward``."""
+    condition_steps: tuple[int, ...] = ()
+    """Steps whose conditional vectors this client supplies."""
+    grads: np.ndarray | None = None
+    """``float32 (rows, f)``: the applied block's gradients, packed."""
+    selected: np.ndarray | None = None
+    """``int64``: the applied critic steps' selected rows of a non-chosen client."""
+    selected_counts: tuple[int, ...] = ()
+    """Per applied step, how many of ``selected`` are its (0 where none)."""
+    chunks: np.ndarray | None = None
+    """``float32 (count * B, w)``: the forward block's chunks, step after step."""
+
+    def __post_init__(self) -> None:
+        if len(self.chosen) != self.forward.count:
+            raise ProtocolError(
+                f"forward {self.forward.describe()} needs {self.forward.count} chosen flags, "
+                f"got {len(self.chosen)}"
+            )
+        if (self.chunks is None) != self.forward.empty:
+            raise ProtocolError("chunks travel exactly with a forward block")
+        if (self.grads is None) != self.applied.empty:
+            raise ProtocolError("gradients travel exactly with an applied block")
+        if self.selected_counts and len(self.selected_counts) != self.applied.count:
+            raise ProtocolError(
+                f"selected_counts needs one entry per applied step ({self.applied.count}), "
+                f"got {len(self.selected_counts)}"
+            )
+        if sum(self.selected_counts) != (0 if self.selected is None else len(self.selected)):
+            raise ProtocolError(
+                f"selected_counts add up to {sum(self.selected_counts)}, but "
+                f"{0 if self.selected is None else len(self.selected)} rows are selected"
+            )
+
+    def to_content(self) -> RecordDict:
+        """The message's records."""
+        fields: dict = {
+            "apply_start": self.applied.start,
+            "apply_count": self.applied.count,
+            "forward_start": self.forward.start,
+            "forward_count": self.forward.count,
+        }
+        _put_list(fields, "chosen", self.chosen)
+        _put_list(fields, "condition_steps", self.condition_steps)
+        _put_list(fields, "selected_counts", self.selected_counts)
+        content = RecordDict({P.CONFIG: ConfigRecord(fields)})
+        if self.grads is not None:
+            record = tensors_to_record({PACKED: self.grads})
+            if self.selected is not None and len(self.selected):
+                record[SELECTED] = indices_to_record({SELECTED: self.selected})[SELECTED]
+            content[P.GRADS] = record
+        if self.chunks is not None:
+            content[P.CHUNK] = tensors_to_record({P.CHUNK: self.chunks})
+        return content
+
+    @classmethod
+    def from_content(
+        cls, content: RecordDict, batch: int, chunk_width: int, feature_dim: int, n_rows: int
+    ) -> VTStepInstruction:
+        """Decode and validate an instruction for a client of these shapes.
+
+        The gradients' row count depends on the client's own record of the applied block
+        (who was chosen), so it is checked where they are unpacked
+        (:func:`unpack_grads`); here only their width, dtype and finiteness.
+        """
+        cfg = get_config(content, P.CONFIG)
+        applied, forward = _block(cfg, "apply"), _block(cfg, "forward")
+        counts = tuple(_list(cfg, "selected_counts", int))
+        grads = selected = chunks = None
+        if not applied.empty:
+            grads = get_tensor(content, P.GRADS, PACKED, (None, feature_dim)).numpy()
+            if sum(counts):
+                selected = get_indices(content, P.GRADS, SELECTED, sum(counts), n_rows)
+        if not forward.empty:
+            shape = (forward.count * batch, chunk_width)
+            chunks = get_tensor(content, P.CHUNK, P.CHUNK, shape).numpy()
+        return cls(
+            applied=applied,
+            forward=forward,
+            chosen=tuple(_list(cfg, "chosen", bool)),
+            condition_steps=tuple(_list(cfg, "condition_steps", int)),
+            grads=grads,
+            selected=selected,
+            selected_counts=counts,
+            chunks=chunks,
+        )
+
+
+@dataclass(frozen=True)
+class VTStepReply:
+    """Client -> server: the forward block's features, the requested conditions, and a
+    generator step's chunk gradient."""
+
+    forward: StepBlock = NO_BLOCK
+    features: np.ndarray | None = None
+    """``float32 (rows, f)``: the forward block's features, packed."""
+    rows: np.ndarray | None = None
+    """``int64``: the chosen client's row indices, ``B`` per critic step it was chosen in."""
+    conditions: np.ndarray | None = None
+    """``float32 (rows, c)``: the requested conditions, packed."""
+    chunk_grad: np.ndarray | None = None
+    """``float32 (B, w)``: the applied generator step's chunk gradient."""
+    cond_loss: float = 0.0
+
+    def to_content(self) -> RecordDict:
+        """The message's records."""
+        fields: dict = {
+            "forward_start": self.forward.start,
+            "forward_count": self.forward.count,
+            "cond_loss": float(self.cond_loss),
+        }
+        content = RecordDict({P.CONFIG: ConfigRecord(fields)})
+        if self.features is not None:
+            content[P.FEATURES] = tensors_to_record({PACKED: self.features})
+        if self.rows is not None:
+            content[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: self.rows})
+        if self.conditions is not None:
+            content[P.CONDITION] = tensors_to_record({PACKED: self.conditions})
+        if self.chunk_grad is not None:
+            content[P.CHUNK] = tensors_to_record({P.CHUNK: self.chunk_grad})
+        return content
+
+    @classmethod
+    def from_content(
+        cls,
+        content: RecordDict,
+        *,
+        feature_rows: int,
+        feature_dim: int,
+        index_rows: int,
+        n_rows: int,
+        condition_rows: int,
+        cond_dim: int,
+        chunk_shape: tuple[int, int] | None,
+    ) -> VTStepReply:
+        """Decode and validate a reply whose shapes the server knows in advance."""
+        cfg = get_config(content, P.CONFIG)
+        forward = _block(cfg, "forward")
+        features = rows = conditions = chunk_grad = None
+        if feature_rows:
+            features = get_tensor(content, P.FEATURES, PACKED, (feature_rows, feature_dim))
+        if index_rows:
+            rows = get_indices(content, P.ROW_INDICES, P.ROW_INDICES, index_rows, n_rows)
+        elif P.ROW_INDICES in content:
+            raise ProtocolError("row indices sent where none were asked for")
+        if condition_rows:
+            conditions = get_tensor(content, P.CONDITION, PACKED, (condition_rows, cond_dim))
+            one_hot_rows(conditions.numpy(), "condition")
+        if chunk_shape is not None:
+            chunk_grad = get_tensor(content, P.CHUNK, P.CHUNK, chunk_shape)
+        cond_loss = float(get_field(cfg, "cond_loss", float))  # type: ignore[arg-type]
+        return cls(
+            forward=forward,
+            features=None if features is None else features.numpy(),
+            rows=rows,
+            conditions=None if conditions is None else conditions.numpy(),
+            chunk_grad=None if chunk_grad is None else chunk_grad.numpy(),
+            cond_loss=cond_loss,
+        )
+
+
+def split_rows(packed: torch.Tensor, sizes: Sequence[int]) -> list[torch.Tensor]:
+    """``packed`` cut into consecutive row groups of ``sizes`` (which must add up)."""
+    if packed.shape[0] != sum(sizes):
+        raise ProtocolError(f"packed block has {packed.shape[0]} rows, expected {sum(sizes)}")
+    return list(torch.split(packed, list(sizes), dim=0))
