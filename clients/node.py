@@ -421,6 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("not glibc: freed memory is returned to the system as the allocator decides")
     import torch
 
+    from flwr_vflgan.clients.lean_torch import defer_torch_dynamo
+
+    # Before the ClientApp loads: eager training never needs TorchDynamo (~70 MiB).
+    defer_torch_dynamo()
     from flwr_vflgan.clients.client_app import app
 
     torch.set_num_threads(settings.torch_threads)

@@ -190,6 +190,8 @@ import resource, sys
 from flwr_vflgan.clients.node import return_freed_memory
 return_freed_memory()  # as flwr-vflgan-node does before it loads anything
 import torch
+from flwr_vflgan.clients.lean_torch import defer_torch_dynamo
+defer_torch_dynamo()  # and before it loads the ClientApp
 torch.set_num_threads(1)
 from flwr_vflgan.runtime.party_data import DataSpec, party_block
 from flwr_vflgan.config import VFLGANConfig
