@@ -25,16 +25,13 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.gafm.data import party_features
+from flwr_vflgan.gafm.messages import CutValues, GAFMSetup, GAFMStep, PredictRows
 from flwr_vflgan.gafm.parties import LocalParty
 from flwr_vflgan.gafm.training import apply_block
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
     get_config,
-    get_field,
-    get_indices,
-    get_tensor,
-    tensors_to_record,
 )
 from flwr_vflgan.runtime.flat import FlatState
 from flwr_vflgan.runtime.party_data import PartyData
@@ -42,10 +39,6 @@ from flwr_vflgan.runtime.party_data import PartyData
 from .vflgan import _partition_id, data_key, guarded, load_cached
 
 _CACHE_SIZE = 4
-
-
-def _int(cfg: ConfigRecord, key: str) -> int:
-    return int(get_field(cfg, key, int))  # type: ignore[call-overload]
 
 
 class GAFMClient:
@@ -69,30 +62,25 @@ class GAFMClient:
 
     # -- handlers --------------------------------------------------------------------------
     def _setup(self, msg: Message, context: Context) -> RecordDict:
-        cfg = get_config(msg.content, P.CONFIG)
-        version = _int(cfg, "protocol_version")
-        if version != P.GF_PROTOCOL_VERSION:
+        setup = GAFMSetup.from_content(msg.content)
+        if setup.protocol_version != P.GF_PROTOCOL_VERSION:
             raise ProtocolError(
-                f"server speaks GAFM protocol {version}, this party {P.GF_PROTOCOL_VERSION}"
+                f"server speaks GAFM protocol {setup.protocol_version}, this party "
+                f"{P.GF_PROTOCOL_VERSION}"
             )
-        settings_json = str(get_field(cfg, "settings", str))
-        GAFMSettings.from_dict(json.loads(settings_json))  # validate before storing
-        seed = _int(cfg, "seed")
-        if seed < 0:
-            raise ProtocolError(f"seed must be >= 0, got {seed}")
-        label = str(get_field(cfg, "label", str))
+        GAFMSettings.from_dict(json.loads(setup.settings))  # validate before storing
         partition_id = _partition_id(context)
-        source = data_key(context, cfg, partition_id)
+        source = data_key(context, get_config(msg.content, P.CONFIG), partition_id)
         data = self._load(source)
-        if label in data.schema.names:
+        if setup.label in data.schema.names:
             raise ValueError(
-                f"party {partition_id}'s table contains the label column {label!r}: a non-label "
-                "party must not hold labels; remove the column from its file"
+                f"party {partition_id}'s table contains the label column {setup.label!r}: a "
+                "non-label party must not hold labels; remove the column from its file"
             )
         meta = {
-            "settings": settings_json,
+            "settings": setup.settings,
             "data_key": source,
-            "seed": seed,
+            "seed": setup.seed,
             "partition_id": partition_id,
             "last_step": P.NO_STEP,
             "last_sizes": [],
@@ -117,49 +105,38 @@ class GAFMClient:
 
     def _step(self, msg: Message, context: Context) -> RecordDict:
         party, state, meta, last_rows = self._restore(context)
-        cfg = get_config(msg.content, P.CONFIG)
-        step = _int(cfg, "step")
-        apply = bool(get_field(cfg, "apply", bool))
-        forward = bool(get_field(cfg, "forward", bool))
-        cut_dim = party.settings.cut_dim
-        if apply:
-            if meta["last_step"] == P.NO_STEP:
-                raise ProtocolError(
-                    "a gradient arrived, but this party has no pending forward pass"
-                )
-            grad = get_tensor(msg.content, P.GRADS, P.CUT, (len(last_rows), cut_dim))
+        message = GAFMStep.from_content(
+            msg.content,
+            pending_rows=len(last_rows) if meta["last_step"] != P.NO_STEP else 0,
+            cut_dim=party.settings.cut_dim,
+            n_rows=party.n_rows,
+            limit=party.settings.steps_per_exchange,
+        )
+        if message.grads is not None:
             sizes = meta["last_sizes"]
             first = int(meta["last_step"])
             batches = list(np.split(last_rows, np.cumsum(sizes)[:-1]))
-            apply_block(
-                party, range(first, first + len(sizes)), batches, list(torch.split(grad, sizes))
-            )
+            grads = list(torch.split(torch.from_numpy(message.grads), sizes))
+            apply_block(party, range(first, first + len(sizes)), batches, grads)
             meta["last_step"] = P.NO_STEP
             meta["last_sizes"] = []
             last_rows = np.zeros(0, dtype=np.int64)
-        elif meta["last_step"] != P.NO_STEP and forward:
-            raise ProtocolError(
-                f"step {step} asks for a forward pass before the gradient of step {meta['last_step']}"
-            )
         content = RecordDict()
-        if forward:
-            if step < 0:
-                raise ProtocolError(f"step must be >= 0, got {step}")
-            sizes = _batch_sizes(cfg, party.settings.steps_per_exchange)
-            rows = get_indices(msg.content, P.ROW_INDICES, P.ROW_INDICES, sum(sizes), party.n_rows)
-            batches = np.split(rows, np.cumsum(sizes)[:-1])
-            cuts = [party.forward(batch, step + j) for j, batch in enumerate(batches)]
-            content[P.FEATURES] = tensors_to_record({P.CUT: torch.cat(cuts)})
-            meta["last_step"] = step
-            meta["last_sizes"] = sizes
-            last_rows = rows
+        if message.rows is not None:
+            cuts = [
+                party.forward(batch, message.step + j) for j, batch in enumerate(message.batches())
+            ]
+            content = CutValues(torch.cat(cuts)).to_content()
+            meta["last_step"] = message.step
+            meta["last_sizes"] = list(message.batch_rows)
+            last_rows = message.rows
         _save(context, state, meta, last_rows)
         return content
 
     def _predict(self, msg: Message, context: Context) -> RecordDict:
         party, _, _, _ = self._restore(context)
-        rows = get_indices(msg.content, P.ROW_INDICES, P.ROW_INDICES, None, party.n_rows)
-        return RecordDict({P.FEATURES: tensors_to_record({P.CUT: party.predict(rows)})})
+        rows = PredictRows.from_content(msg.content, party.n_rows).rows
+        return CutValues(party.predict(rows)).to_content()
 
     # -- state -------------------------------------------------------------------------------
     def _load(self, key: str) -> PartyData:
@@ -198,19 +175,6 @@ class GAFMClient:
         assert isinstance(rows_record, ConfigRecord)
         rows = np.frombuffer(rows_record["int64"], dtype=np.int64).copy()  # type: ignore[arg-type]
         return party, state, meta, rows
-
-
-def _batch_sizes(cfg: ConfigRecord, limit: int) -> list[int]:
-    """The sizes of a block's batches: 1 to ``limit`` batches, each of at least one row."""
-    sizes = get_field(cfg, "batch_rows", list)
-    assert isinstance(sizes, list)  # checked by get_field
-    if not 1 <= len(sizes) <= limit:
-        raise ProtocolError(
-            f"a block holds 1 to gafm.steps_per_exchange={limit} batches, got {len(sizes)}"
-        )
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
-        raise ProtocolError(f"every batch needs at least one row, got sizes {sizes}")
-    return [int(n) for n in sizes]
 
 
 def _save(context: Context, state: FlatState, meta: dict, rows: np.ndarray) -> None:

@@ -21,19 +21,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.app import Message
 from flwr.serverapp import Grid
 
 from flwr_vflgan.data.alignment import id_digest
 from flwr_vflgan.gafm.config import GAFMSettings, Method
+from flwr_vflgan.gafm.messages import CutValues, GAFMSetup, GAFMStep, PredictRows
 from flwr_vflgan.gafm.training import RepetitionResult, summarize, train_repetition
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.runtime.codec import (
-    ProtocolError,
-    get_tensor,
-    indices_to_record,
-    tensors_to_record,
-)
+from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.party_data import DataSpec
 
 from .base import VerticalStrategy
@@ -76,17 +72,14 @@ class _FlowerLink:
 
     def start(self, seed: int) -> int:
         s = self.strategy
-        values: dict[str, int | str] = {
-            "protocol_version": P.GF_PROTOCOL_VERSION,
-            "settings": json.dumps(s.settings.to_dict(), sort_keys=True),
-            "data_spec": s.data_spec.to_json() if s.data_spec else "",
-            "label": s.label,
-            "seed": seed,
-        }
-        messages = [
-            Message(RecordDict({P.CONFIG: ConfigRecord(dict(values))}), node, P.GF_SETUP)
-            for node in self.nodes
-        ]
+        setup = GAFMSetup(
+            protocol_version=P.GF_PROTOCOL_VERSION,
+            settings=json.dumps(s.settings.to_dict(), sort_keys=True),
+            data_spec=s.data_spec.to_json() if s.data_spec else "",
+            label=s.label,
+            seed=seed,
+        )
+        messages = [Message(setup.to_content(), node, P.GF_SETUP) for node in self.nodes]
         replies = self._exchange(messages, f"setup of seed {seed}")
         self.order, n_rows, _ = setup_replies(
             replies, self.n_parties, reference=(s.label_digest, len(s.labels))
@@ -103,19 +96,13 @@ class _FlowerLink:
         sizes = [len(batch) for batch in rows]
         messages = []
         for p, node in enumerate(self.order):
-            fields: dict[str, int | bool | list[int]] = {
-                "step": step,
-                "apply": grads is not None,
-                "forward": bool(rows),
-            }
-            if rows:
-                fields["batch_rows"] = sizes
-            content = RecordDict({P.CONFIG: ConfigRecord(fields)})  # type: ignore[arg-type]
-            if grads is not None:
-                content[P.GRADS] = tensors_to_record({P.CUT: torch.cat([g[p] for g in grads])})
-            if rows:
-                content[P.ROW_INDICES] = indices_to_record({P.ROW_INDICES: np.concatenate(rows)})
-            messages.append(Message(content, node, P.GF_STEP))
+            message = GAFMStep(
+                step=step,
+                grads=torch.cat([g[p] for g in grads]).numpy() if grads is not None else None,
+                batch_rows=tuple(sizes),
+                rows=np.concatenate(rows) if rows else None,
+            )
+            messages.append(Message(message.to_content(), node, P.GF_STEP))
         describe = f"step {step}" if len(rows) <= 1 else f"steps {step}-{step + len(rows) - 1}"
         replies = self._exchange(messages, describe)
         if not rows:
@@ -125,28 +112,16 @@ class _FlowerLink:
         return [[split[p][j] for p in range(self.n_parties)] for j in range(len(rows))]
 
     def predict(self, rows: np.ndarray) -> list[torch.Tensor]:
-        messages = [
-            Message(
-                RecordDict({P.ROW_INDICES: indices_to_record({P.ROW_INDICES: rows})}),
-                node,
-                P.GF_PREDICT,
-            )
-            for node in self.order
-        ]
+        content = PredictRows(rows)
+        messages = [Message(content.to_content(), node, P.GF_PREDICT) for node in self.order]
         return self._cuts(self._exchange(messages, "prediction"), len(rows), "prediction")
 
     def _cuts(self, replies: dict[int, Message], n: int, describe: str) -> list[torch.Tensor]:
         out = []
         for p, node in enumerate(self.order):
             try:
-                out.append(
-                    get_tensor(
-                        replies[node].content,
-                        P.FEATURES,
-                        P.CUT,
-                        (n, self.strategy.settings.cut_dim),
-                    )
-                )
+                cut_dim = self.strategy.settings.cut_dim
+                out.append(CutValues.from_content(replies[node].content, n, cut_dim).cuts)
             except ProtocolError as exc:
                 raise RunStopped(
                     f"{describe}: party {p} (node {node}) sent bad cut values: {exc}"
