@@ -25,9 +25,10 @@ Measures (one line per measurement; the last line printed is one JSON object):
 * ``simulation_step_ms``: one step in Flower's simulation engine (training loop only);
 * ``traffic``: array payload per D and G step, per client and direction (bytes, as
   serialised: NumPy's 128-byte header per array included), and the server's total;
-  ``every_row_bytes`` is what a non-chosen client uploads (real features) and downloads
-  (their gradients) in a D step, ``batch_only_bytes`` what a protocol that sent only the
-  selected rows would move, and ``every_row_over_batch`` their ratio ``N / B``;
+  ``every_row_bytes`` is what a non-chosen client uploads as real features (all ``N``
+  rows, once per exchange: per D step at ``K = 1``; what comes back is only the
+  selected rows' gradients), ``batch_only_bytes`` what a protocol that sent only the
+  selected rows would upload, and ``every_row_over_batch`` their ratio ``N / B``;
 * ``forward_every_row_ms`` / ``forward_chosen_ms``: a client's real-feature forward
   pass in a D step as a non-chosen client (all ``N`` rows) and as the chosen one;
 * ``party_peak_rss_mb``: peak resident memory of a process running one never-chosen
@@ -270,8 +271,8 @@ def print_traffic(results: dict[str, Any]) -> None:
         zip(results["every_row_bytes"], results["batch_only_bytes"], strict=True)
     ):
         print(
-            f"client {i} not chosen: {every / MIB:7.2f} MiB of features up and of gradients "
-            f"down per D step; batch-only {batch / KIB:7.1f} KiB each "
+            f"client {i} not chosen: {every / MIB:7.2f} MiB of every-row features up per "
+            f"exchange; batch-only {batch / KIB:7.1f} KiB "
             f"(N/B = {results['every_row_over_batch']:.1f}x)"
         )
     for i, (every, chosen) in enumerate(

@@ -438,8 +438,9 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
     runtime = RuntimeConfig(**_section(cfg, "runtime", RuntimeConfig))
     train, gafm = _section(cfg, "train", TrainConfig), _section(cfg, "gafm", GAFMSettings)
     # Left null, the steps per exchange are the runtime's for the families that carry
-    # several: the federated VFLGAN family (train.*) and split classification (gafm.*).
-    federated_gan = variant in (Variant.VFLGAN, Variant.VFLGAN_BASE)
+    # several: the federated VFLGAN family and VT-GAN (train.*) and split classification
+    # (gafm.*). The centralized baselines exchange nothing.
+    federated_gan = variant in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.VTGAN)
     if train.get("steps_per_exchange") is None:
         train["steps_per_exchange"] = runtime.steps_per_exchange if federated_gan else 1
     if gafm.get("steps_per_exchange") is None:

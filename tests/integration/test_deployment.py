@@ -72,18 +72,20 @@ NODE_OVERRIDES = (
     "output.evaluate=false output.publish_rows=200"
 )
 NODE_RUN_TIMEOUT = 300.0
-# VT-GAN on the first 640 Adult rows with batch 64 and one critic step: steps 0, 1, 2
-# are discriminator, generator, discriminator, so step 2 runs on rows shuffled once
+# VT-GAN on the first 640 Adult rows with batch 64 and two critic steps per generator
+# step, at runtime=deployment's K = 4: steps 0-1 are one block of discriminator steps,
+# step 2 is the generator step, so step 3 runs on rows shuffled once
 # (training-with-shuffling), by clients restored in new processes.
 VTGAN_ROWS = 200
 VTGAN_OVERRIDES = (
-    "runtime=deployment algorithm=vtgan train.max_steps=3 train.batch_size=64 train.n_critic=1 "
+    "runtime=deployment algorithm=vtgan train.max_steps=4 train.batch_size=64 train.n_critic=2 "
     "vtgan.latent_dim=16 vtgan.generator_width=32 vtgan.discriminator_width=32 "
     f"output.publish_rows={VTGAN_ROWS} output.evaluate=false runtime.poll_interval=0.05"
 )
-# Counted from the protocol (strategies/vtgan.py): setup, build, the conditions of step
-# 0, one exchange per discriminator step (0 and 2), two for the generator step (1), the
-# last discriminator update, and two for publication (conditions, then rows).
+# Counted from the protocol (strategies/vtgan.py): setup, build, the conditions of
+# steps 0-1, one exchange per block of discriminator steps (0-1 and 3), two for the
+# generator step (2), the last block's update, and two for publication (conditions,
+# then rows).
 VTGAN_EXCHANGES = 2 + 1 + 2 * 1 + 2 + 1 + 2
 # GAFM on Spambase with 2 non-label parties (the SuperNodes) and the label party as the
 # ServerApp; 3 training steps at batch 256 stay inside epoch 1.
@@ -407,11 +409,12 @@ def _check_vtgan_outputs(deployment: Deployment, source: Path, processes: Flower
     metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
     assert metrics["algorithm"] == "vtgan", metrics
     assert metrics["runtime"] == "deployment" and metrics["n_parties"] == 2, metrics
-    assert metrics["steps"] == 3 and metrics["exchanges"] == VTGAN_EXCHANGES, metrics
+    assert metrics["steps"] == 4 and metrics["exchanges"] == VTGAN_EXCHANGES, metrics
+    assert metrics["steps_per_exchange"] == 4, metrics
     assert metrics["train_rows"] == 640 and metrics["fd"] is None, metrics
     assert metrics["published_generator"] == "last", metrics
-    # One epoch holds 10 D and 10 G steps: the run ends inside epoch 1.
-    assert [(h["epoch"], h["step"]) for h in metrics["history"]] == [(1, 3)], metrics
+    # One epoch holds 10 D and 5 G steps: the run ends inside epoch 1.
+    assert [(h["epoch"], h["step"]) for h in metrics["history"]] == [(1, 4)], metrics
     assert all(math.isfinite(metrics["history"][0][k]) for k in ("d_loss", "g_loss", "cond_loss"))
 
     synthetic = pd.read_csv(deployment.run_dir / "synthetic.csv")
@@ -425,7 +428,7 @@ def _check_same_as_inprocess(run_dir: Path, reference: VFLGANResult) -> None:
     """Clients restored from ``context.state`` in a new process for every message train
     and publish exactly what clients kept in memory do."""
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert reference.steps == 3 and reference.exchanges == VTGAN_EXCHANGES
+    assert reference.steps == 4 and reference.exchanges == VTGAN_EXCHANGES
     losses = ("d_loss", "g_loss", "cond_loss")
     deployed = [h[k] for h in metrics["history"] for k in losses]
     expected = [h[k] for h in reference.history for k in losses]

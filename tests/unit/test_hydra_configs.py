@@ -208,8 +208,11 @@ def test_split_classifier_config_errors_name_the_problem() -> None:
         (["runtime=simulation", "train.steps_per_exchange=1"], 1, 4),
         (["runtime=inprocess", "train.steps_per_exchange=16"], 16, 1),
         (["runtime=simulation", "runtime.steps_per_exchange=2"], 2, 2),
-        # VT-GAN exchanges one step per message whatever the runtime.
-        (["runtime=simulation", "algorithm=vtgan"], 1, 4),
+        # VT-GAN takes the runtime's K (critic steps per exchange); its centralized
+        # baseline exchanges nothing.
+        (["runtime=simulation", "algorithm=vtgan"], 4, 4),
+        (["runtime=inprocess", "algorithm=vtgan"], 1, 1),
+        (["runtime=deployment", "algorithm=ctgan"], 1, 4),
         # Split classification takes the runtime's K in gafm.*, never in train.*.
         (["runtime=deployment", "algorithm=gafm", "dataset=spambase"], 1, 4),
         (["runtime=deployment", "algorithm=gafm", "gafm.steps_per_exchange=1"], 1, 1),
