@@ -14,8 +14,7 @@ import io
 import json
 import logging
 from collections import OrderedDict
-from dataclasses import replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -26,7 +25,7 @@ from flwr_vflgan.data.modes import ModeSpecificEncoder
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.privacy import BudgetExceededError
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.runtime.blocks import StepBlock
+from flwr_vflgan.runtime.blocks import NO_BLOCK, StepBlock
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
     get_config,
@@ -56,6 +55,60 @@ _CACHE_SIZE = 8
 
 def _int(cfg: ConfigRecord, key: str) -> int:
     return int(get_field(cfg, key, int))  # type: ignore[call-overload]
+
+
+@dataclass
+class VTPartyMeta:
+    """A VT-GAN client's bookkeeping, kept in ``context.state`` between messages (JSON)."""
+
+    config: str
+    """The run's algorithm configuration (JSON), as the setup message carried it."""
+    data_key: str
+    shared_seed: int
+    partition_id: int
+    layout: list[int] | None = None
+    """The widths the server assigned at build (``None`` before build)."""
+    privacy: dict | None = None
+    """The client's DP plan and noise seed (``None``: no DP)."""
+    d_steps: int = 0
+    """Critic steps applied under DP (counted against the plan)."""
+    pending: StepBlock = NO_BLOCK
+    """The block whose forward passes await their gradients."""
+    pending_chosen: list[bool] = field(default_factory=list)
+    """Whether the client was the chosen one in each step of ``pending``."""
+    next_step: int = 0
+    round: int = 0
+    """Rounds of training-with-shuffling applied to the row order."""
+    opt_steps: list[int] = field(default_factory=list)
+    schema_version: int = 1
+
+    def to_json(self) -> str:
+        """JSON for ``context.state``."""
+        values = asdict(self)
+        values["pending"] = [self.pending.start, self.pending.count]
+        return json.dumps(values)
+
+    @classmethod
+    def from_json(cls, text: str) -> VTPartyMeta:
+        """Inverse of :meth:`to_json`.
+
+        Raises
+        ------
+        ProtocolError
+            The state was written by another schema version of this client.
+        """
+        values = json.loads(text)
+        if values.get("schema_version") != 1:
+            raise ProtocolError(
+                f"client state has schema {values.get('schema_version')}, this client reads 1"
+            )
+        values["pending"] = StepBlock(*values["pending"])
+        return cls(**values)
+
+    @property
+    def algorithm(self) -> VFLGANConfig:
+        """The run's configuration."""
+        return VFLGANConfig.from_dict(json.loads(self.config))
 
 
 class VTGANClient(VFLGANClient):
@@ -102,13 +155,8 @@ class VTGANClient(VFLGANClient):
         data_key, data = self._party_data(context, cfg, partition_id)
         shared_seed = _shared_seed(context, _int(cfg, "run_seed"))
         encoder, encoded = self._encoding(config, data_key, data, shared_seed, partition_id)
-        meta = {
-            "config": config_json,
-            "data_key": data_key,
-            "shared_seed": shared_seed,
-            "partition_id": partition_id,
-        }
-        context.state[P.VT_STATE_META] = ConfigRecord({"json": json.dumps(meta)})
+        meta = VTPartyMeta(config_json, data_key, shared_seed, partition_id)
+        context.state[P.VT_STATE_META] = ConfigRecord({"json": meta.to_json()})
         context.state[P.VT_STATE_ENCODER] = ConfigRecord({"json": json.dumps(encoder.state_dict())})
         for key in (P.VT_STATE_FLAT, P.VT_STATE_CHUNK, P.VT_STATE_ORDER):
             if key in context.state:
@@ -178,33 +226,25 @@ class VTGANClient(VFLGANClient):
         )
         if min(layout.chunk_width, layout.g_block_width, layout.d_block_width) < 1:
             raise ProtocolError(f"layout widths must be >= 1, got {layout}")
-        meta.update(
-            layout=[layout.chunk_width, layout.g_block_width, layout.d_block_width],
-            pending_start=P.NO_STEP,
-            pending_count=0,
-            pending_chosen=[],
-            next_step=0,
-            round=0,
-            privacy=self._privacy(context, cfg, meta),
-            d_steps=0,
-        )
+        meta.layout = [layout.chunk_width, layout.g_block_width, layout.d_block_width]
+        meta.privacy = self._privacy(context, cfg, meta)
         self._parties.pop(_party_key(context, meta), None)
         party = self._party(context, meta)
         party.set_order(np.arange(party.n_rows), 0)
         _save(context, party, meta, order_changed=True)
         return RecordDict({P.CONFIG: ConfigRecord({"feature_dim": party.feature_dim})})
 
-    def _privacy(self, context: Context, cfg: ConfigRecord, meta: dict) -> dict | None:
+    def _privacy(self, context: Context, cfg: ConfigRecord, meta: VTPartyMeta) -> dict | None:
         """This client's DP plan, calibrated by the client itself (the same computation
         the server does): the noise of every part for the joint target, from the
         configuration, the row count and every client's number of categorical columns."""
-        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
+        config = meta.algorithm
         if not config.dp.enabled:
             return None
         columns = get_field(cfg, "count_columns", list)
         if not isinstance(columns, list) or not all(isinstance(c, int) for c in columns):
             raise ProtocolError(f"count_columns must be a list of integers, got {columns!r}")
-        data = self._load_data(meta["data_key"])
+        data = self._load_data(meta.data_key)
         train = config.train
         schedule = Schedule(
             data.n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps
@@ -220,24 +260,24 @@ class VTGANClient(VFLGANClient):
         return {"plan": plan.state(), "noise_seed": _noise_seed(context)}
 
     def _saved_encoding(
-        self, context: Context, meta: dict
+        self, context: Context, meta: VTPartyMeta
     ) -> tuple[ModeSpecificEncoder, np.ndarray]:
         """The encoder fitted at setup (from ``context.state``) and the encoded rows."""
         if P.VT_STATE_ENCODER not in context.state:
             raise ProtocolError("this client has no fitted encoder: setup did not run")
         state = json.loads(str(context.state[P.VT_STATE_ENCODER]["json"]))
-        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
-        data = self._load_data(meta["data_key"])
+        config = meta.algorithm
+        data = self._load_data(meta.data_key)
         return self._encoding(
-            config, meta["data_key"], data, meta["shared_seed"], meta["partition_id"], state
+            config, meta.data_key, data, meta.shared_seed, meta.partition_id, state
         )
 
-    def _party(self, context: Context, meta: dict) -> VTGANParty:
+    def _party(self, context: Context, meta: VTPartyMeta) -> VTGANParty:
         key = _party_key(context, meta)
         if key in self._parties:
             self._parties.move_to_end(key)
             return self._parties[key]
-        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
+        config = meta.algorithm
         encoder, encoded = self._saved_encoding(context, meta)
         party = VTGANParty(
             config.vtgan,
@@ -245,39 +285,39 @@ class VTGANClient(VFLGANClient):
             encoded,
             encoder.spans,
             encoder.discrete_spans,
-            PartyLayout(*meta["layout"]),
-            meta["shared_seed"],
-            meta["partition_id"],
-            VTGANPrivacy.restore(config.dp, meta["privacy"]["plan"]) if meta["privacy"] else None,
-            meta["privacy"]["noise_seed"] if meta["privacy"] else None,
+            PartyLayout(*(meta.layout or ())),
+            meta.shared_seed,
+            meta.partition_id,
+            VTGANPrivacy.restore(config.dp, meta.privacy["plan"]) if meta.privacy else None,
+            meta.privacy["noise_seed"] if meta.privacy else None,
         )
         self._parties[key] = party
         while len(self._parties) > _CACHE_SIZE:
             self._parties.popitem(last=False)
         return party
 
-    def _vt_restore(self, context: Context) -> tuple[VTGANParty, dict]:
+    def _vt_restore(self, context: Context) -> tuple[VTGANParty, VTPartyMeta]:
         meta = _meta(context)
-        if "layout" not in meta or P.VT_STATE_FLAT not in context.state:
+        if meta.layout is None or P.VT_STATE_FLAT not in context.state:
             raise ProtocolError("received a step before setup and build: this client has no models")
         party = self._party(context, meta)
         flat = context.state[P.VT_STATE_FLAT]
         buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
         if not isinstance(buffer, bytes):
             raise ProtocolError("client state lacks its flat float32 buffer")
-        party.state.load(np.frombuffer(buffer, dtype=np.float32), meta["opt_steps"])
-        if party.round != meta["round"]:
+        party.state.load(np.frombuffer(buffer, dtype=np.float32), meta.opt_steps)
+        if party.round != meta.round:
             order = context.state[P.VT_STATE_ORDER]
             raw = order.get("int64") if isinstance(order, ConfigRecord) else None
             if not isinstance(raw, bytes):
                 raise ProtocolError("client state lacks its row order")
-            party.set_order(np.frombuffer(raw, dtype=np.int64).copy(), meta["round"])
+            party.set_order(np.frombuffer(raw, dtype=np.int64).copy(), meta.round)
         return party, meta
 
     # -- training step ---------------------------------------------------------------------
     def _vt_step(self, msg: Message, context: Context) -> RecordDict:
         party, meta = self._vt_restore(context)
-        config = VFLGANConfig.from_dict(json.loads(meta["config"]))
+        config = meta.algorithm
         train = config.train
         schedule = Schedule(
             party.n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps
@@ -322,11 +362,11 @@ class VTGANClient(VFLGANClient):
         frame = encoder.inverse_transform(party.generate(chunk, draw).numpy())
         # Shuffled with the clients' shared seed before it leaves (paper 001, Section
         # 3.1.7): rows stay aligned across clients, the server cannot pair them with z.
-        permutation = numpy_generator(meta["shared_seed"], Stream.PUBLISH, draw).permutation(rows)
+        permutation = numpy_generator(meta.shared_seed, Stream.PUBLISH, draw).permutation(rows)
         frame = frame.iloc[permutation].reset_index(drop=True)
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
-        spent = party.privacy_summary(meta["d_steps"])
+        spent = party.privacy_summary(meta.d_steps)
         return GenerateReply(
             buffer.getvalue(), rows, json.dumps(spent) if spent else ""
         ).to_content()
@@ -336,21 +376,20 @@ def _apply(
     instruction: VTStepInstruction,
     context: Context,
     party: VTGANParty,
-    meta: dict,
+    meta: VTPartyMeta,
     schedule: Schedule,
     reply: VTStepReply,
 ) -> tuple[VTStepReply, bool]:
     """Apply the pending block's gradients; return the reply and whether the row order
     changed."""
     applied = instruction.applied
-    if (applied.start, applied.count) != (meta["pending_start"], meta["pending_count"]):
-        pending = StepBlock(meta["pending_start"], meta["pending_count"])
+    if applied != meta.pending:
         raise ProtocolError(
             f"out-of-order message: asked to apply {applied.describe()}, but the pending "
-            f"forward pass is {pending.describe()}"
+            f"forward pass is {meta.pending.describe()}"
         )
     assert instruction.grads is not None  # decoded with the applied block
-    batch, chosen = party.train.batch_size, meta["pending_chosen"]
+    batch, chosen = party.train.batch_size, meta.pending_chosen
     chunks = _chunks(context, applied.count * batch, party.layout.chunk_width)
     chunk_list = list(torch.split(chunks, batch, dim=0))
     discriminator = schedule.kind(applied.start) is StepKind.DISCRIMINATOR
@@ -377,10 +416,10 @@ def _apply(
         if party.settings.shuffle:
             # End of a round: training-with-shuffling (paper 001, Section 3.1.5).
             party.shuffle()
-            meta["round"] = party.round
+            meta.round = party.round
             reordered = True
-    meta.update(pending_start=P.NO_STEP, pending_count=0, pending_chosen=[])
-    meta["next_step"] = applied.stop
+    meta.pending, meta.pending_chosen = NO_BLOCK, []
+    meta.next_step = applied.stop
     return reply, reordered
 
 
@@ -388,16 +427,16 @@ def _forward(
     instruction: VTStepInstruction,
     context: Context,
     party: VTGANParty,
-    meta: dict,
+    meta: VTPartyMeta,
     schedule: Schedule,
     reply: VTStepReply,
 ) -> VTStepReply:
     """Run the forward block and keep its chunks for the apply half."""
     forward = instruction.forward
-    if meta["pending_count"] or forward.start != meta["next_step"]:
+    if not meta.pending.empty or forward.start != meta.next_step:
         raise ProtocolError(
             f"out-of-order message: asked for the forward pass of {forward.describe()}, "
-            f"expected step {meta['next_step']}"
+            f"expected step {meta.next_step}"
         )
     try:
         check_block(schedule, forward.start, forward.count, party.train.steps_per_exchange)
@@ -416,7 +455,7 @@ def _forward(
     )
     features, rows = pack_forward(block)
     context.state[P.VT_STATE_CHUNK] = tensors_to_record({P.CHUNK: chunks})
-    meta.update(pending_start=forward.start, pending_count=forward.count, pending_chosen=chosen)
+    meta.pending, meta.pending_chosen = forward, chosen
     return replace(reply, features=features, rows=rows)
 
 
@@ -454,32 +493,32 @@ def _noise_seed(context: Context) -> int | None:
     return seed
 
 
-def _spend(party: VTGANParty, meta: dict) -> None:
+def _spend(party: VTGANParty, meta: VTPartyMeta) -> None:
     """Count one discriminator step against the plan, or refuse it."""
     assert party.privacy is not None
-    if meta["d_steps"] >= party.privacy.planned_steps:
+    if meta.d_steps >= party.privacy.planned_steps:
         raise BudgetExceededError(
-            f"client {meta['partition_id']}",
-            party.privacy.joint_epsilon(meta["d_steps"] + 1),
+            f"client {meta.partition_id}",
+            party.privacy.joint_epsilon(meta.d_steps + 1),
             float(party.privacy.config.target_epsilon or 0.0),
         )
-    meta["d_steps"] += 1
+    meta.d_steps += 1
 
 
-def _meta(context: Context) -> dict[str, Any]:
+def _meta(context: Context) -> VTPartyMeta:
     if P.VT_STATE_META not in context.state:
         raise ProtocolError("received a VT-GAN message before setup: this client has no state")
-    return json.loads(str(context.state[P.VT_STATE_META]["json"]))
+    return VTPartyMeta.from_json(str(context.state[P.VT_STATE_META]["json"]))
 
 
-def _party_key(context: Context, meta: dict) -> tuple:
+def _party_key(context: Context, meta: VTPartyMeta) -> tuple:
     return (
         context.run_id,
         context.node_id,
-        meta["config"],
-        meta["data_key"],
-        meta["shared_seed"],
-        tuple(meta["layout"]),
+        meta.config,
+        meta.data_key,
+        meta.shared_seed,
+        tuple(meta.layout or ()),
     )
 
 
@@ -489,9 +528,9 @@ def _chunks(context: Context, rows: int, width: int) -> torch.Tensor:
     return get_tensor(context.state, P.VT_STATE_CHUNK, P.CHUNK, (rows, width))
 
 
-def _save(context: Context, party: VTGANParty, meta: dict, order_changed: bool) -> None:
-    meta["opt_steps"] = party.state.optimizer_steps()
-    context.state[P.VT_STATE_META] = ConfigRecord({"json": json.dumps(meta)})
+def _save(context: Context, party: VTGANParty, meta: VTPartyMeta, order_changed: bool) -> None:
+    meta.opt_steps = party.state.optimizer_steps()
+    context.state[P.VT_STATE_META] = ConfigRecord({"json": meta.to_json()})
     context.state[P.VT_STATE_FLAT] = ConfigRecord({"float32": party.state.flat.numpy().tobytes()})
     if order_changed:
         context.state[P.VT_STATE_ORDER] = ConfigRecord(
