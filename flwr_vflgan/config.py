@@ -142,7 +142,11 @@ class TrainConfig:
         Also penalise each local first part ``D_i^1``: the gradient of the sum of its
         outputs with respect to its interpolated input is pushed to norm 1, as the
         reference implementation does. Algorithm 1 penalises ``D_s`` only with respect
-        to the features, which leaves ``D_s(D_i^1(x))`` unconstrained in ``x``.
+        to the features, which leaves ``D_s(D_i^1(x))`` unconstrained in ``x``. On by
+        default: over 3 seeds it lowers Adult's Total Difference from 0.82 to 0.27
+        (VFLGAN) and from 1.28 to 0.26 (VFLGAN-base), and German credit's from 1.07 to
+        0.72 (VFLGAN-base) with VFLGAN unchanged (docs/evaluation.md). ``False`` is
+        Algorithm 1 as printed.
     eval_every
         Evaluate the Frechet distance every this many epochs (0 disables it).
     eval_rows
@@ -166,7 +170,7 @@ class TrainConfig:
     gp_weight: float = 30.0
     shared_d_weight: float = 1.0
     shared_g_weight: float = 1.0
-    first_part_gp: bool = False
+    first_part_gp: bool = True
     eval_every: int = 1
     eval_rows: int | None = None
     steps_per_exchange: int = 1

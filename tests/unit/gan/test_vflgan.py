@@ -229,8 +229,13 @@ def test_protocol_with_a_fresh_party_process_per_message(make_config, party_span
     _assert_same_state([_flat(server)], [_flat(plain.server)])
 
 
-def test_vflgan_base_parties_have_no_local_head(make_config, party_spans, party_tables):
-    config = make_config("vflgan_base")
+@pytest.mark.parametrize("first_part_gp", [False, True])
+def test_vflgan_base_parties_have_no_local_head(
+    make_config, party_spans, party_tables, first_part_gp
+):
+    """No local loss: nothing without the first-part penalty, only that penalty (on
+    discriminator steps) with it."""
+    config = make_config("vflgan_base", first_part_gp=first_part_gp)
     tables = party_tables(2, N_ROWS)
     parties = [PartyTrainer(config, party_spans[i], tables[i], SHARED_SEED, i) for i in range(2)]
     server = ServerTrainer(config, 2, SERVER_SEED)
@@ -242,7 +247,10 @@ def test_vflgan_base_parties_have_no_local_head(make_config, party_spans, party_
             p.apply(step, kind, r, f)
             for p, r, f in zip(parties, grads_real, grads_fake, strict=True)
         ]
-        assert losses == [0.0, 0.0]
+        if first_part_gp and kind is StepKind.DISCRIMINATOR:
+            assert all(loss > 0.0 for loss in losses), losses
+        else:
+            assert losses == [0.0, 0.0]
 
 
 def test_vflgan_parties_report_their_local_loss(make_config, party_spans, party_tables):
