@@ -310,7 +310,10 @@ def infer_schema(
     ``category`` dtypes are ``CATEGORICAL``; integer dtypes, and float columns whose
     non-missing values are all whole numbers (at least one), are ``INTEGER``; other
     float columns are ``CONTINUOUS``. A 0/1 column is therefore ``INTEGER`` unless
-    declared ``"categorical"``, which is what a label usually wants.
+    declared ``"categorical"``, which is what a label usually wants. An undeclared
+    whole-number column whose values are distinct consecutive integers (at least
+    :data:`ROW_INDEX_MIN_ROWS` rows, none missing) numbers the rows and is refused as a
+    likely row ID, as a text column with too many distinct values is.
     """
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
@@ -358,15 +361,42 @@ def _infer_kind(series: pd.Series, max_categories: int) -> ColumnKind:
             )
         return ColumnKind.CATEGORICAL
     if ptypes.is_integer_dtype(dtype):
+        _refuse_row_index(series)
         return ColumnKind.INTEGER
     if ptypes.is_float_dtype(dtype):
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         present = values[~np.isnan(values)]
         finite = np.isfinite(present).all()
         if present.size and finite and bool((present == np.round(present)).all()):
+            _refuse_row_index(series)
             return ColumnKind.INTEGER
         return ColumnKind.CONTINUOUS
     raise ValueError(
         f"column {name!r} has dtype {dtype}, which cannot be encoded; convert it or "
         f"declare its kind"
     )
+
+
+ROW_INDEX_MIN_ROWS = 20
+"""Shortest table in which a column of distinct consecutive integers counts as a row ID."""
+
+
+def _refuse_row_index(series: pd.Series) -> None:
+    """Refuse a whole-number column that numbers the rows: complete, every value distinct,
+    and together a run of consecutive integers (``Id``: 1, 2, ..., n, in any order).
+
+    Trained as a feature it would be learned and published as made-up IDs; a real
+    feature of this shape is very unlikely, and declaring its kind keeps it.
+    """
+    n = len(series)
+    if n < ROW_INDEX_MIN_ROWS or series.isna().any():
+        return
+    values = series.to_numpy(dtype=np.float64)
+    if len(np.unique(values)) == n and values.max() - values.min() == n - 1:
+        raise ValueError(
+            f"column {series.name!r} numbers the rows ({n} distinct consecutive integers, "
+            f"{values.min():.0f} to {values.max():.0f}): it looks like a row ID, not a "
+            f"feature. Name it as the ID column (dataset.id_column={series.name}) to align "
+            f"parties by it, remove it from the table, or declare its kind "
+            f"(dataset.declared={{{series.name}: integer}}) to train on it anyway"
+        )

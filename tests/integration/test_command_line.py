@@ -64,3 +64,19 @@ def test_every_hydra_entry_point_reports_bad_input_in_one_line(tmp_path: Path):
         assert done.returncode == 2, (module, done.stderr[-2000:])
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"{module}: error: "), (module, lines)
+
+
+def test_a_table_with_a_row_id_column_is_refused_in_one_line(tmp_path: Path):
+    """A user's own table whose first column numbers the rows: refused before training
+    with what to do, rather than trained on and published as made-up IDs."""
+    table = tmp_path / "table.csv"
+    lines = ["Id,colour,size"] + [
+        f"{i},{'red' if i % 3 else 'blue'},{i % 5 + 0.5}" for i in range(1, 101)
+    ]
+    table.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "run"
+    done = _run("simulations.run", "dataset=csv", f"dataset.source={table}", f"hydra.run.dir={out}")
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert "column 'Id' numbers the rows" in line and "dataset.id_column=Id" in line, line
+    assert not (out / "synthetic.csv").exists()

@@ -225,6 +225,34 @@ class TestInferSchema:
         ):
             infer_schema(frame, max_categories=3)
 
+    def test_a_column_that_numbers_the_rows_is_refused_as_an_id(self) -> None:
+        ids = np.random.default_rng(0).permutation(np.arange(1, 31))
+        frame = pd.DataFrame({"Id": ids, "x": np.linspace(0.0, 1.0, 30)})
+        with pytest.raises(
+            ValueError,
+            match=r"column 'Id' numbers the rows \(30 distinct consecutive integers, 1 to 30\)"
+            r".*dataset.id_column=Id.*dataset.declared=\{Id: integer\}",
+        ):
+            infer_schema(frame)
+        # the same as whole floats (a CSV column with a blank elsewhere reads as float)
+        with pytest.raises(ValueError, match="column 'Id' numbers the rows"):
+            infer_schema(frame.astype({"Id": float}))
+
+    def test_row_index_check_keeps_real_features(self) -> None:
+        rng = np.random.default_rng(0)
+        frame = pd.DataFrame(
+            {
+                "Id": np.arange(30),
+                "gaps": rng.choice(1000, size=30, replace=False),  # distinct, not a run
+                "repeats": np.arange(30) % 7,
+            }
+        )
+        # declared, it stays a feature; distinct values with gaps and repeated values pass
+        schema = infer_schema(frame, {"Id": "integer"})
+        assert [schema.kind_of(c) for c in frame.columns] == [INT, INT, INT]
+        # a short table is not judged
+        assert infer_schema(frame.iloc[:19]).kind_of("Id") is INT
+
     def test_too_many_text_values_can_be_declared(self) -> None:
         frame = pd.DataFrame({"user": ["u1", "u2", "u3", "u4"]})
         assert infer_schema(frame, {"user": "categorical"}, max_categories=3).kind_of("user") is CAT
