@@ -89,6 +89,8 @@ class DatasetConfig:
     declared: dict[str, str] | None = None
     label: str | None = None
     id_column: str | None = None
+    # Columns left out of the table before anything is inferred ('dataset.drop=[Id,notes]').
+    drop: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -486,6 +488,7 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         label=dataset.label,
         id_column=dataset.id_column,
         importance_split=partition.split if partition.strategy == "importance" else None,
+        drop=tuple(dataset.drop or ()),
     )
     evaluation = to_evaluation_config(cfg)
     return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir), evaluation)

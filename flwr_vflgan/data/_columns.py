@@ -51,7 +51,8 @@ def numeric_values(series: pd.Series, name: str) -> np.ndarray:
     if n_missing:
         raise ValueError(
             f"numeric column {name!r} has {n_missing} missing values; numeric columns must be "
-            f"complete: impute or drop those rows (or declare the column categorical)"
+            f"complete: impute or drop those rows, leave the column out "
+            f"(dataset.drop=[{name}]), or declare it categorical"
         )
     n_infinite = int(np.isinf(values).sum())
     if n_infinite:

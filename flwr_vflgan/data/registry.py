@@ -186,6 +186,7 @@ def load_table(
     label: str | None = None,
     id_column: str | None = None,
     na_values: Sequence[str] = ("", "?", "NA", "NaN"),
+    drop: Sequence[str] = (),
 ) -> tuple[Dataset, pd.Series | None]:
     """Load a user table from ``.csv``, ``.csv.gz``, ``.tsv``, ``.tsv.gz``, ``.parquet`` or ``.pq``.
 
@@ -202,6 +203,8 @@ def load_table(
         Column holding row IDs; it is removed from the dataset and returned separately.
     na_values
         Strings read as missing in CSV/TSV files (Parquet has real nulls).
+    drop
+        Columns to leave out before anything is inferred (free text, IDs, leaks).
 
     Returns
     -------
@@ -231,5 +234,47 @@ def load_table(
         if frame.shape[1] == 0:
             raise ValueError(f"table file {file_path} has no columns besides {id_column!r}")
     frame.columns = [str(column) for column in frame.columns]
+    if id_column is not None and id_column in drop:
+        raise ValueError(
+            f"dataset.drop names the ID column {id_column!r}; it is already kept apart"
+        )
+    frame = frame.drop(columns=checked_drop(list(frame.columns), drop, label, str(file_path)))
     inferred = infer_schema(frame, schema, label=label)
     return Dataset(table_stem(file_path), frame, inferred), ids
+
+
+def checked_drop(
+    columns: Sequence[str], drop: Sequence[str], label: str | None, where: str
+) -> list[str]:
+    """``drop`` as a list, after checking that it names columns of ``where`` (not its
+    label) and leaves at least one.
+
+    Raises
+    ------
+    ValueError
+        Naming the unknown columns (and the valid ones), the label, or that nothing
+        would be left.
+    """
+    if isinstance(drop, str):
+        raise TypeError(f"drop must be a sequence of column names, got the string {drop!r}")
+    unknown = [name for name in drop if name not in columns]
+    if unknown:
+        raise ValueError(
+            f"dataset.drop names columns that {where} does not have: {unknown}; its columns: "
+            f"{list(columns)}"
+        )
+    if label is not None and label in drop:
+        raise ValueError(f"dataset.drop names the label {label!r}; the evaluation needs it")
+    if len(set(drop)) == len(columns):
+        raise ValueError(f"dataset.drop leaves no column of {where}")
+    return list(drop)
+
+
+def drop_columns(dataset: Dataset, drop: Sequence[str]) -> Dataset:
+    """``dataset`` without the columns ``drop`` (checked as :func:`checked_drop` does)."""
+    if not drop:
+        return dataset
+    schema = dataset.schema
+    names = checked_drop(schema.names, drop, schema.label, f"dataset {dataset.name!r}")
+    kept = [name for name in schema.names if name not in names]
+    return Dataset(dataset.name, dataset.frame[kept], schema.subset(kept))

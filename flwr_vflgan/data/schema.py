@@ -356,8 +356,8 @@ def _infer_kind(series: pd.Series, max_categories: int) -> ColumnKind:
         if n_distinct > max_categories:
             raise ValueError(
                 f"column {name!r} has {n_distinct} distinct text values, more than "
-                f"max_categories={max_categories}; it looks like an ID or free text: drop it, "
-                f"declare its kind, or raise max_categories"
+                f"max_categories={max_categories}; it looks like an ID or free text: drop it "
+                f"(dataset.drop=[{name}]), declare its kind, or raise max_categories"
             )
         return ColumnKind.CATEGORICAL
     if ptypes.is_integer_dtype(dtype):
@@ -397,6 +397,6 @@ def _refuse_row_index(series: pd.Series) -> None:
             f"column {series.name!r} numbers the rows ({n} distinct consecutive integers, "
             f"{values.min():.0f} to {values.max():.0f}): it looks like a row ID, not a "
             f"feature. Name it as the ID column (dataset.id_column={series.name}) to align "
-            f"parties by it, remove it from the table, or declare its kind "
+            f"parties by it, leave it out (dataset.drop=[{series.name}]), or declare its kind "
             f"(dataset.declared={{{series.name}: integer}}) to train on it anyway"
         )

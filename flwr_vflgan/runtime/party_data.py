@@ -24,6 +24,7 @@ from flwr_vflgan.data import (
     Dataset,
     Schema,
     TabularEncoder,
+    drop_columns,
     id_digest,
     list_datasets,
     load_dataset,
@@ -73,6 +74,8 @@ class DataSpec:
         undeclared columns are inferred.
     label, id_column
         Label column (kept as an ordinary column) and ID column of a user file.
+    drop
+        Columns left out of the table before anything else (``dataset.drop``).
     importance_split
         For ``importance`` only (and required there): ``1090``, ``5050`` or ``9010``,
         the share of the features, most important first, that party 0 holds; party 1
@@ -90,6 +93,7 @@ class DataSpec:
     label: str | None = None
     id_column: str | None = None
     importance_split: ImportanceSplit | None = None
+    drop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # One party is a valid spec for split classification (GAFM: one non-label party
@@ -110,6 +114,9 @@ class DataSpec:
         if self.columns is not None:
             object.__setattr__(self, "columns", tuple(tuple(c) for c in self.columns))
         object.__setattr__(self, "declared", dict(self.declared))
+        if isinstance(self.drop, str) or not all(isinstance(c, str) for c in self.drop):
+            raise ValueError(f"drop must be a list of column names, got {self.drop!r}")
+        object.__setattr__(self, "drop", tuple(self.drop))
 
     def _check_importance(self) -> None:
         if self.partition != "importance":
@@ -170,7 +177,7 @@ class PartyData:
 def load_full_table(spec: DataSpec) -> tuple[Dataset, pd.Series]:
     """The whole table of a spec with its row IDs (0..n-1 for registered datasets)."""
     if spec.is_registered:
-        dataset = load_dataset(spec.source, data_dir=spec.data_dir)
+        dataset = drop_columns(load_dataset(spec.source, data_dir=spec.data_dir), spec.drop)
         ids = pd.Series(range(len(dataset.frame)), name="row_id")
         return dataset, ids
     path = Path(spec.source)
@@ -180,7 +187,11 @@ def load_full_table(spec: DataSpec) -> tuple[Dataset, pd.Series]:
             "nor a file path with an extension"
         )
     dataset, ids = load_table(
-        path, schema=spec.declared or None, label=spec.label, id_column=spec.id_column
+        path,
+        schema=spec.declared or None,
+        label=spec.label,
+        id_column=spec.id_column,
+        drop=spec.drop,
     )
     if ids is None:
         ids = pd.Series(range(len(dataset.frame)), name="row_id")

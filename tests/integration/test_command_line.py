@@ -80,3 +80,25 @@ def test_a_table_with_a_row_id_column_is_refused_in_one_line(tmp_path: Path):
     (line,) = done.stderr.strip().splitlines()
     assert "column 'Id' numbers the rows" in line and "dataset.id_column=Id" in line, line
     assert not (out / "synthetic.csv").exists()
+
+
+def test_dataset_drop_leaves_columns_out_and_names_unknown_ones(tmp_path: Path):
+    table = tmp_path / "table.csv"
+    rows = [f"{i},{'red' if i % 3 else 'blue'},{i % 5 + 0.5},{i % 4}" for i in range(1, 201)]
+    table.write_text("\n".join(["Id,colour,size,count", *rows]) + "\n")
+    out = tmp_path / "run"
+    common = ("dataset=csv", f"dataset.source={table}", "train.max_steps=2", "train.batch_size=16")
+    done = _run(
+        "simulations.run",
+        *common,
+        "dataset.drop=[Id]",
+        f"hydra.run.dir={out}",
+        "output.evaluate=false",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    header = (out / "synthetic.csv").read_text().splitlines()[0]
+    assert header == "colour,size,count", header
+    done = _run("simulations.run", *common, "dataset.drop=[Idd]", f"hydra.run.dir={tmp_path / 'b'}")
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert "dataset.drop names columns that" in line and "['Idd']" in line, line

@@ -294,3 +294,38 @@ class TestLoadTable:
     def test_na_values_must_not_be_a_string(self, tmp_path: Path) -> None:
         with pytest.raises(TypeError, match="na_values must be a sequence of strings"):
             load_table(tmp_path / "t.csv", na_values="NA")
+
+
+def test_drop_columns_of_a_registered_dataset() -> None:
+    from flwr_vflgan.data import drop_columns
+
+    adult = load_dataset("adult")
+    dropped = drop_columns(adult, ["fnlwgt", "education-num"])
+    assert "fnlwgt" not in dropped.frame.columns and "fnlwgt" not in dropped.schema.names
+    assert dropped.schema.label == adult.schema.label
+    assert dropped.frame.shape == (adult.n_rows, adult.frame.shape[1] - 2)
+    assert drop_columns(adult, []) is adult
+    with pytest.raises(
+        ValueError,
+        match=r"dataset.drop names columns that dataset 'adult' does not have: \['nosuch'\]",
+    ):
+        drop_columns(adult, ["nosuch"])
+    with pytest.raises(ValueError, match=r"dataset\.drop names the label 'income'"):
+        drop_columns(adult, ["income"])
+
+
+def test_load_table_drops_before_inferring(tmp_path) -> None:
+    import pandas as pd
+
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"Id": range(40), "x": [0.5 * i for i in range(40)], "c": ["a", "b"] * 20}).to_csv(
+        path, index=False
+    )
+    with pytest.raises(ValueError, match="column 'Id' numbers the rows"):
+        load_table(path)
+    dataset, _ = load_table(path, drop=["Id"])
+    assert dataset.schema.names == ["x", "c"]
+    with pytest.raises(ValueError, match=r"dataset\.drop leaves no column"):
+        load_table(path, drop=["Id", "x", "c"])
+    with pytest.raises(ValueError, match=r"dataset\.drop names the ID column 'Id'"):
+        load_table(path, id_column="Id", drop=["Id"])

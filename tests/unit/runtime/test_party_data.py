@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.runtime.party_data import DataSpec, party_block
 
 
 def test_importance_split_is_checked_and_survives_json() -> None:
@@ -42,3 +42,14 @@ def test_importance_split_is_checked_and_survives_json() -> None:
 def test_rejects(arguments: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         DataSpec(**arguments)  # type: ignore[arg-type]
+
+
+def test_a_spec_carries_its_dropped_columns_to_the_parties() -> None:
+    spec = DataSpec(source="adult", n_parties=2, drop=["fnlwgt"])
+    assert spec.drop == ("fnlwgt",)
+    assert DataSpec.from_json(spec.to_json()) == spec
+    blocks = [party_block(spec, i) for i in range(2)]
+    assert all("fnlwgt" not in b.schema.names for b in blocks)
+    assert sum(len(b.schema.names) for b in blocks) == 14  # Adult's 15 columns, one dropped
+    with pytest.raises(ValueError, match="drop must be a list of column names"):
+        DataSpec(drop="fnlwgt")  # type: ignore[arg-type]
