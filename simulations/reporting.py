@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,7 +21,9 @@ class Reporter:
         print(text, file=self.stream, flush=True)
 
     def start(self) -> None:
-        """Announce the run."""
+        """Announce the run, and keep the strategies' epoch log lines (which repeat the
+        progress lines printed here) off the console; the log file still has them."""
+        quiet_progress_records()
         s = self.spec
         if s.algorithm.is_gafm:
             g = s.algorithm.gafm
@@ -150,3 +153,18 @@ def print_evaluation(
     for group, why in evaluation.get("skipped", {}).items():
         print(f"{group:12s} skipped: {why}", file=stream, flush=True)
     print(f"wrote {out_dir / 'report.md'}, metrics.json and plots", file=stream, flush=True)
+
+
+def _not_progress(record: logging.LogRecord) -> bool:
+    return not getattr(record, "progress", False)
+
+
+def quiet_progress_records() -> None:
+    """Filter records tagged with ``PROGRESS_RECORD`` from the root logger's console
+    handlers (not its files); idempotent."""
+    for handler in logging.getLogger().handlers:
+        console = isinstance(handler, logging.StreamHandler) and not isinstance(
+            handler, logging.FileHandler
+        )
+        if console and _not_progress not in handler.filters:
+            handler.addFilter(_not_progress)

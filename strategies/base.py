@@ -21,6 +21,12 @@ from .exchange import DEFAULT_POLL_INTERVAL, check_strategy_args, exchange, wait
 Progress = Callable[[dict[str, Any]], None]
 
 
+PROGRESS_RECORD = {"progress": True}
+"""``extra`` of a log record that repeats what the ``progress`` callback reports (an
+epoch's line): a command line that prints the callback's lines filters these from its
+console and keeps them in its log file."""
+
+
 class VerticalStrategy:
     """The node count, seed, data spec and exchange settings of a vertical run.
 

@@ -43,7 +43,7 @@ from flwr_vflgan.runtime.messages import (
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 
-from .base import VerticalStrategy
+from .base import PROGRESS_RECORD, VerticalStrategy
 from .exchange import (
     DEFAULT_POLL_INTERVAL,
     RunStopped,
@@ -486,6 +486,7 @@ class VFLGANStrategy(VerticalStrategy):
             fd,
             progress.best_fd,
             progress.best_epoch,
+            extra=PROGRESS_RECORD,
         )
         if self.progress is not None:
             self.progress(

@@ -48,7 +48,7 @@ from flwr_vflgan.vtgan.messages import VTStepInstruction, VTStepReply
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
-from .base import VerticalStrategy
+from .base import PROGRESS_RECORD, VerticalStrategy
 from .exchange import (
     DEFAULT_POLL_INTERVAL,
     RunStopped,
@@ -521,6 +521,7 @@ class VTGANStrategy(VerticalStrategy):
             step + 1,
             record.get("d_loss", float("nan")),
             record.get("g_loss", float("nan")),
+            extra=PROGRESS_RECORD,
         )
         if self.progress is not None:
             self.progress({**record, "total_steps": run.schedule.total_steps})

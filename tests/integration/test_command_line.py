@@ -102,3 +102,33 @@ def test_dataset_drop_leaves_columns_out_and_names_unknown_ones(tmp_path: Path):
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = done.stderr.strip().splitlines()
     assert "dataset.drop names columns that" in line and "['Idd']" in line, line
+
+
+def test_each_epoch_prints_once_and_the_log_file_keeps_it(tmp_path: Path):
+    table = tmp_path / "table.csv"
+    rows = [
+        f"{'red' if i % 3 else 'blue'},{i % 5 + 0.5},{'x' if i % 2 else 'y'}" for i in range(160)
+    ]
+    table.write_text("\n".join(["colour,size,kind", *rows]) + "\n")
+    out = tmp_path / "run"
+    done = _run(
+        "simulations.run",
+        "algorithm=vtgan",
+        "dataset=csv",
+        f"dataset.source={table}",
+        "train.epochs=2",
+        "train.batch_size=16",
+        "output.evaluate=false",
+        f"hydra.run.dir={out}",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    console = [" ".join(line.split()) for line in (done.stdout + done.stderr).splitlines()]
+    for epoch in (1, 2):
+        shown = [
+            line
+            for line in console
+            if line.startswith(f"epoch {epoch} ") or f"- epoch {epoch} " in line
+        ]
+        assert len(shown) == 1, console
+    logged = (out / "run.log").read_text()
+    assert "epoch 1 step" in logged and "epoch 2 step" in logged
