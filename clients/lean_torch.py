@@ -21,12 +21,14 @@ training does not change).
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 import types
 from collections.abc import Callable
 from typing import Any
 
 MODULE = "torch._dynamo"
+log = logging.getLogger(__name__)
 
 
 class DeferredDynamo(types.ModuleType):
@@ -55,6 +57,7 @@ class DeferredDynamo(types.ModuleType):
         # ``__path__`` means a submodule of torch._dynamo is being imported: real use.
         if name.startswith("__") and name.endswith("__") and name != "__path__":
             raise AttributeError(name)
+        log.info("torch._dynamo.%s requested: loading the real torch._dynamo", name)
         return getattr(load_real_dynamo(), name)
 
 

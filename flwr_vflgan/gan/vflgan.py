@@ -284,7 +284,9 @@ class PartyTrainer:
             self.shared_seed, draw, n_rows, self.config.model.latent_dim, Stream.EVAL_NOISE
         )
         with eval_mode(self.generator):
-            return self.generator(z, torch_generator(self.private_seed, Stream.EVAL_NOISE, draw))
+            return self.generator.sample(
+                z, torch_generator(self.private_seed, Stream.EVAL_NOISE, draw)
+            )
 
     def generator_snapshot(self) -> np.ndarray:
         """Generator parameters and buffers as one float32 vector (for best-model keeping)."""

@@ -311,3 +311,17 @@ def test_seeded_init_is_deterministic_and_leaves_the_global_generator_alone():
     pa, pb, pc = (torch.cat([p.reshape(-1) for p in m.parameters()]) for m in (a, b, c))
     assert torch.equal(pa, pb)
     assert not torch.equal(pa, pc)
+
+
+def test_sampling_in_chunks_gives_the_rows_of_one_forward_pass() -> None:
+    torch.manual_seed(0)
+    generator = PartyGenerator(4, [8, 16, 12], SPANS)
+    with torch.no_grad():  # move the BatchNorm statistics off their initial values
+        generator(torch.randn(64, 4))
+    z = torch.randn(5000, 4, generator=torch.Generator().manual_seed(1))
+    with eval_mode(generator):
+        whole = generator(z, torch.Generator().manual_seed(7))
+        chunked = generator.sample(z, torch.Generator().manual_seed(7), chunk_rows=1024)
+    assert torch.equal(whole, chunked)
+    with pytest.raises(RuntimeError, match="sample\\(\\) is for eval mode without autograd"):
+        generator.sample(z, None)
