@@ -44,7 +44,11 @@ def test_frechet_distance_falls_well_below_its_value_at_initialisation(
     adult_4k: Path, variant: str
 ) -> None:
     spec = DataSpec(source=str(adult_4k), n_parties=2)
-    config = VFLGANConfig.from_dict({"variant": variant, "train": {"epochs": 8, "eval_rows": 4000}})
+    # 16 epochs: with the first-part penalty (the default) the FD of this 4,000-row table
+    # falls more slowly at first (measured: 10.6 -> 6.4 after 8 epochs, 4.6 after 16).
+    config = VFLGANConfig.from_dict(
+        {"variant": variant, "train": {"epochs": 16, "eval_rows": 4000}}
+    )
     blocks = all_blocks(spec)
     evaluator = Evaluator(blocks)
     # The same generators as the run's at step 0 (same config, seeds and party index).
