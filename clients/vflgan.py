@@ -18,7 +18,7 @@ import os
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,8 @@ from flwr_vflgan.runtime.messages import (
 from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_block, party_file
 from flwr_vflgan.runtime.rng import Stream, derive_seed, seed_commitment
 
+from .state import BlockState
+
 log = logging.getLogger(__name__)
 
 ERROR_PROTOCOL = 1
@@ -57,7 +59,7 @@ _CACHE_SIZE = 8
 
 
 @dataclass
-class PartyMeta:
+class PartyMeta(BlockState):
     """A VFLGAN party's bookkeeping, kept in ``context.state`` between messages (JSON)."""
 
     config: str
@@ -74,29 +76,6 @@ class PartyMeta:
     next_step: int = 0
     opt_steps: list[int] = field(default_factory=list)
     schema_version: int = 1
-
-    def to_json(self) -> str:
-        """JSON for ``context.state``."""
-        values = asdict(self)
-        values["pending"] = [self.pending.start, self.pending.count]
-        return json.dumps(values)
-
-    @classmethod
-    def from_json(cls, text: str) -> PartyMeta:
-        """Inverse of :meth:`to_json`.
-
-        Raises
-        ------
-        ProtocolError
-            The state was written by another schema version of this client.
-        """
-        values = json.loads(text)
-        if values.get("schema_version") != 1:
-            raise ProtocolError(
-                f"party state has schema {values.get('schema_version')}, this client reads 1"
-            )
-        values["pending"] = StepBlock(*values["pending"])
-        return cls(**values)
 
 
 class VFLGANClient:

@@ -14,7 +14,7 @@ import io
 import json
 import logging
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -47,6 +47,7 @@ from flwr_vflgan.vtgan.messages import VTStepInstruction, VTStepReply
 from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 
+from .state import BlockState
 from .vflgan import VFLGANClient, _partition_id, _shared_seed
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,10 @@ def _int(cfg: ConfigRecord, key: str) -> int:
 
 
 @dataclass
-class VTPartyMeta:
+class VTPartyMeta(BlockState):
     """A VT-GAN client's bookkeeping, kept in ``context.state`` between messages (JSON)."""
+
+    WHO = "client"
 
     config: str
     """The run's algorithm configuration (JSON), as the setup message carried it."""
@@ -81,29 +84,6 @@ class VTPartyMeta:
     """Rounds of training-with-shuffling applied to the row order."""
     opt_steps: list[int] = field(default_factory=list)
     schema_version: int = 1
-
-    def to_json(self) -> str:
-        """JSON for ``context.state``."""
-        values = asdict(self)
-        values["pending"] = [self.pending.start, self.pending.count]
-        return json.dumps(values)
-
-    @classmethod
-    def from_json(cls, text: str) -> VTPartyMeta:
-        """Inverse of :meth:`to_json`.
-
-        Raises
-        ------
-        ProtocolError
-            The state was written by another schema version of this client.
-        """
-        values = json.loads(text)
-        if values.get("schema_version") != 1:
-            raise ProtocolError(
-                f"client state has schema {values.get('schema_version')}, this client reads 1"
-            )
-        values["pending"] = StepBlock(*values["pending"])
-        return cls(**values)
 
     @property
     def algorithm(self) -> VFLGANConfig:

@@ -1,0 +1,48 @@
+"""A party's bookkeeping between messages: a dataclass kept in ``context.state`` as JSON
+with a schema version (a deployment runs every message in a new process)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any, ClassVar, TypeVar
+
+from flwr_vflgan.runtime.blocks import StepBlock
+from flwr_vflgan.runtime.codec import ProtocolError
+
+Meta = TypeVar("Meta", bound="BlockState")
+
+
+class BlockState:
+    """Mixin for a dataclass with a ``pending: StepBlock`` field and a ``schema_version``.
+
+    ``WHO`` names the holder in errors (``party``, ``client``).
+    """
+
+    WHO: ClassVar[str] = "party"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    def to_json(self) -> str:
+        """JSON for ``context.state``."""
+        values: dict[str, Any] = asdict(self)  # type: ignore[call-overload]
+        pending: StepBlock = self.pending  # type: ignore[attr-defined]
+        values["pending"] = [pending.start, pending.count]
+        return json.dumps(values)
+
+    @classmethod
+    def from_json(cls: type[Meta], text: str) -> Meta:
+        """Inverse of :meth:`to_json`.
+
+        Raises
+        ------
+        ProtocolError
+            The state was written by another schema version of this code.
+        """
+        values = json.loads(text)
+        if values.get("schema_version") != cls.SCHEMA_VERSION:
+            raise ProtocolError(
+                f"{cls.WHO} state has schema {values.get('schema_version')}, this {cls.WHO} "
+                f"reads {cls.SCHEMA_VERSION}"
+            )
+        values["pending"] = StepBlock(*values["pending"])
+        return cls(**values)
