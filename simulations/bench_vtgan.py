@@ -39,6 +39,7 @@ Step times come after ``bench.warmup`` steps and exclude setup and publication.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import resource
@@ -189,16 +190,20 @@ class StepClock:
             self._sent[message.metadata.message_id] = (step, now)
 
     def split(self, schedule: Schedule, first: int) -> dict[str, float]:
-        """Mean wall milliseconds of the D and G steps from step ``first``, the share spent
-        in the ClientApps and the process CPU milliseconds per step."""
+        """Mean wall milliseconds of the D and G steps from the first exchange that starts
+        at or after step ``first``, the share spent in the ClientApps and the process CPU
+        milliseconds per step. With several steps per exchange an exchange's time is
+        shared equally by its steps (a block holds steps of one kind)."""
         wall: dict[str, list[float]] = defaultdict(list)
         client: list[float] = []
-        last = max(self.starts)
-        for step in range(first, last):
-            wall[schedule.kind(step).value].append(self.starts[step + 1] - self.starts[step])
-            client.append(self.client[step])
+        starts = sorted(step for step in self.starts if step >= first)
+        for begin, end in itertools.pairwise(starts):
+            per_step = (self.starts[end] - self.starts[begin]) / (end - begin)
+            wall[schedule.kind(begin).value].extend([per_step] * (end - begin))
+            client.append(self.client[begin])
         every = [t for values in wall.values() for t in values]
-        cpu = (self.cpu_starts[last] - self.cpu_starts[first]) / (last - first)
+        begin, last = starts[0], starts[-1]
+        cpu = (self.cpu_starts[last] - self.cpu_starts[begin]) / (last - begin)
         return {
             "inprocess_d_step_ms": float(np.mean(wall["d"])) * 1e3,
             "inprocess_g_step_ms": float(np.mean(wall["g"])) * 1e3 if wall["g"] else float("nan"),
