@@ -5,8 +5,8 @@ Every ``torch.optim`` step runs through ``_use_grad_for_differentiable``, which 
 ``load_state_dict`` / ``zero_grad`` are wrapped by ``torch._disable_dynamo``, which
 imports it to call ``disable(fn, recursive, wrapping=False)``. Both are no-ops in eager
 mode, but the import loads TorchDynamo with sympy and the inductor's configuration:
-about 70 MiB of a party node's resident memory (measured on Adult: a party's peak of
-551 MiB falls to about 480 MiB), for models that are never compiled.
+about 60-70 MiB of a party node's resident memory (measured on Adult: a one-party probe's
+peak fell from 551 to 488 MiB), for models that are never compiled.
 
 :func:`defer_torch_dynamo` puts a stand-in module under ``torch._dynamo`` that answers
 exactly those two calls as eager PyTorch does (``graph_break`` does nothing, ``disable``

@@ -14,7 +14,8 @@ Meta = TypeVar("Meta", bound="BlockState")
 
 
 class BlockState:
-    """Mixin for a dataclass with a ``pending: StepBlock`` field and a ``schema_version``.
+    """Mixin for a dataclass with a ``pending: StepBlock`` field; its JSON carries
+    ``schema_version`` (:data:`SCHEMA_VERSION`).
 
     ``WHO`` names the holder in errors (``party``, ``client``).
     """
@@ -27,6 +28,7 @@ class BlockState:
         values: dict[str, Any] = asdict(self)  # type: ignore[call-overload]
         pending: StepBlock = self.pending  # type: ignore[attr-defined]
         values["pending"] = [pending.start, pending.count]
+        values["schema_version"] = self.SCHEMA_VERSION
         return json.dumps(values)
 
     @classmethod
@@ -39,10 +41,10 @@ class BlockState:
             The state was written by another schema version of this code.
         """
         values = json.loads(text)
-        if values.get("schema_version") != cls.SCHEMA_VERSION:
+        version = values.pop("schema_version", None)
+        if version != cls.SCHEMA_VERSION:
             raise ProtocolError(
-                f"{cls.WHO} state has schema {values.get('schema_version')}, this {cls.WHO} "
-                f"reads {cls.SCHEMA_VERSION}"
+                f"{cls.WHO} state has schema {version}, this {cls.WHO} reads {cls.SCHEMA_VERSION}"
             )
         values["pending"] = StepBlock(*values["pending"])
         return cls(**values)

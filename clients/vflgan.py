@@ -75,7 +75,6 @@ class PartyMeta(BlockState):
     """The block whose forward passes await their gradients."""
     next_step: int = 0
     opt_steps: list[int] = field(default_factory=list)
-    schema_version: int = 1
 
 
 class VFLGANClient:

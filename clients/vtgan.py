@@ -30,6 +30,7 @@ from flwr_vflgan.runtime.codec import (
     ProtocolError,
     get_config,
     get_field,
+    get_int,
     get_tensor,
     tensors_to_record,
 )
@@ -52,10 +53,6 @@ from .vflgan import VFLGANClient, _partition_id, _shared_seed
 
 log = logging.getLogger(__name__)
 _CACHE_SIZE = 8
-
-
-def _int(cfg: ConfigRecord, key: str) -> int:
-    return int(get_field(cfg, key, int))  # type: ignore[call-overload]
 
 
 @dataclass
@@ -83,7 +80,6 @@ class VTPartyMeta(BlockState):
     round: int = 0
     """Rounds of training-with-shuffling applied to the row order."""
     opt_steps: list[int] = field(default_factory=list)
-    schema_version: int = 1
 
     @property
     def algorithm(self) -> VFLGANConfig:
@@ -129,11 +125,11 @@ class VTGANClient(VFLGANClient):
             )
         config_json = str(get_field(cfg, "algorithm", str))
         config = VFLGANConfig.from_dict(json.loads(config_json))
-        if _int(cfg, "resume_step") != P.NO_STEP:
+        if get_int(cfg, "resume_step") != P.NO_STEP:
             raise ValueError("VT-GAN runs cannot resume from checkpoints yet")
         partition_id = _partition_id(context)
         data_key, data = self._party_data(context, cfg, partition_id)
-        shared_seed = _shared_seed(context, _int(cfg, "run_seed"))
+        shared_seed = _shared_seed(context, get_int(cfg, "run_seed"))
         encoder, encoded = self._encoding(config, data_key, data, shared_seed, partition_id)
         meta = VTPartyMeta(config_json, data_key, shared_seed, partition_id)
         context.state[P.VT_STATE_META] = ConfigRecord({"json": meta.to_json()})
@@ -152,7 +148,7 @@ class VTGANClient(VFLGANClient):
                         "encoded_width": int(encoded.shape[1]),
                         "cond_dim": sum(s.width for s in encoder.discrete_spans),
                         "cond_columns": len(encoder.discrete_spans),
-                        "seed_commitment": seed_commitment(shared_seed, _int(cfg, "run_seed")),
+                        "seed_commitment": seed_commitment(shared_seed, get_int(cfg, "run_seed")),
                         "columns": list(data.schema.names),
                     }
                 )
@@ -202,7 +198,9 @@ class VTGANClient(VFLGANClient):
         meta = _meta(context)
         cfg = get_config(msg.content, P.CONFIG)
         layout = PartyLayout(
-            _int(cfg, "chunk_width"), _int(cfg, "g_block_width"), _int(cfg, "d_block_width")
+            get_int(cfg, "chunk_width"),
+            get_int(cfg, "g_block_width"),
+            get_int(cfg, "d_block_width"),
         )
         if min(layout.chunk_width, layout.g_block_width, layout.d_block_width) < 1:
             raise ProtocolError(f"layout widths must be >= 1, got {layout}")
@@ -320,7 +318,7 @@ class VTGANClient(VFLGANClient):
     def _vt_generate(self, msg: Message, context: Context) -> RecordDict:
         party, meta = self._vt_restore(context)
         cfg = get_config(msg.content, P.CONFIG)
-        rows, draw = _int(cfg, "n_rows"), _int(cfg, "draw")
+        rows, draw = get_int(cfg, "n_rows"), get_int(cfg, "draw")
         phase = str(get_field(cfg, "phase", str))
         if phase == "conditions":
             if rows < 0:

@@ -145,7 +145,8 @@ class TrainConfig:
         to the features, which leaves ``D_s(D_i^1(x))`` unconstrained in ``x``. On by
         default: over 3 seeds it lowers Adult's Total Difference from 0.82 to 0.27
         (VFLGAN) and from 1.28 to 0.26 (VFLGAN-base), and German credit's from 1.07 to
-        0.72 (VFLGAN-base) with VFLGAN unchanged (docs/evaluation.md). ``False`` is
+        0.72 (VFLGAN-base), VFLGAN's 0.87 -> 0.83 within its seed spread
+        (docs/evaluation.md). ``False`` is
         Algorithm 1 as printed.
     eval_every
         Evaluate the Frechet distance every this many epochs (0 disables it).

@@ -31,6 +31,7 @@ from flwr_vflgan.runtime.codec import (
     ProtocolError,
     get_config,
     get_field,
+    get_int,
     get_tensor,
     tensors_to_record,
 )
@@ -58,10 +59,6 @@ from .traffic import Traffic
 from .vflgan import PUBLISH_DRAW, VFLGANResult, collect_published
 
 log = logging.getLogger(__name__)
-
-
-def _int(cfg: ConfigRecord, key: str) -> int:
-    return int(get_field(cfg, key, int))  # type: ignore[call-overload]
 
 
 @dataclass
@@ -205,9 +202,9 @@ class VTGANStrategy(VerticalStrategy):
         for pid, cfg in enumerate(configs):
             try:
                 shape = ClientShape(
-                    *(_int(cfg, k) for k in ("n_columns", "encoded_width", "cond_dim"))
+                    *(get_int(cfg, k) for k in ("n_columns", "encoded_width", "cond_dim"))
                 )
-                cond_columns.append(_int(cfg, "cond_columns"))
+                cond_columns.append(get_int(cfg, "cond_columns"))
             except ProtocolError as exc:
                 raise RunStopped(f"party {pid} sent a malformed setup reply: {exc}") from exc
             if shape.n_columns < 1 or shape.encoded_width < 1 or shape.cond_dim < 0:

@@ -32,20 +32,14 @@ from flwr_vflgan.runtime.codec import (
     get_config,
     get_field,
     get_indices,
+    get_int,
+    get_str,
     get_tensor,
     indices_to_record,
     tensors_to_record,
 )
 
 __all__ = ["CutValues", "GAFMSetup", "GAFMStep", "PredictRows"]
-
-
-def _int(record: ConfigRecord, key: str) -> int:
-    return int(get_field(record, key, int))  # type: ignore[call-overload]
-
-
-def _str(record: ConfigRecord, key: str) -> str:
-    return str(get_field(record, key, str))
 
 
 @dataclass(frozen=True)
@@ -76,14 +70,14 @@ class GAFMSetup:
     def from_content(cls, content: RecordDict) -> GAFMSetup:
         """Decode and validate (the protocol version is the caller's to compare)."""
         cfg = get_config(content, P.CONFIG)
-        seed = _int(cfg, "seed")
+        seed = get_int(cfg, "seed")
         if seed < 0:
             raise ProtocolError(f"seed must be >= 0, got {seed}")
         return cls(
-            protocol_version=_int(cfg, "protocol_version"),
-            settings=_str(cfg, "settings"),
-            data_spec=_str(cfg, "data_spec"),
-            label=_str(cfg, "label"),
+            protocol_version=get_int(cfg, "protocol_version"),
+            settings=get_str(cfg, "settings"),
+            data_spec=get_str(cfg, "data_spec"),
+            label=get_str(cfg, "label"),
             seed=seed,
         )
 
@@ -137,7 +131,7 @@ class GAFMStep:
         (0: none), cut width ``cut_dim``, ``n_rows`` rows and at most ``limit`` batches a
         block (``gafm.steps_per_exchange``)."""
         cfg = get_config(content, P.CONFIG)
-        step = _int(cfg, "step")
+        step = get_int(cfg, "step")
         apply = bool(get_field(cfg, "apply", bool))
         forward = bool(get_field(cfg, "forward", bool))
         grads = rows = None

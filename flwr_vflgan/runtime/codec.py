@@ -20,6 +20,8 @@ __all__ = [
     "get_config",
     "get_field",
     "get_indices",
+    "get_int",
+    "get_str",
     "get_tensor",
     "indices_to_record",
     "tensors_to_record",
@@ -54,6 +56,20 @@ def get_field(record: ConfigRecord, key: str, kind: type | tuple[type, ...]) -> 
         raise ProtocolError(f"field {key!r} must be {kind}, got bool")
     if not isinstance(value, kind):
         raise ProtocolError(f"field {key!r} must be {kind}, got {type(value).__name__}")
+    return value
+
+
+def get_int(record: ConfigRecord, key: str) -> int:
+    """An int field of a ConfigRecord (not a bool), or a ProtocolError naming it."""
+    value = get_field(record, key, int)
+    assert isinstance(value, int)  # checked by get_field
+    return value
+
+
+def get_str(record: ConfigRecord, key: str) -> str:
+    """A str field of a ConfigRecord, or a ProtocolError naming it."""
+    value = get_field(record, key, str)
+    assert isinstance(value, str)  # checked by get_field
     return value
 
 

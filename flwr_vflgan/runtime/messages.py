@@ -45,6 +45,8 @@ from flwr_vflgan.runtime.codec import (
     ProtocolError,
     get_config,
     get_field,
+    get_int,
+    get_str,
     get_tensor,
     tensors_to_record,
 )
@@ -86,16 +88,8 @@ def put_packed(steps: Sequence[StepTensors], fields: dict, arrays: dict) -> None
         arrays[PACKED] = packed
 
 
-def _int(record: ConfigRecord, key: str) -> int:
-    return int(get_field(record, key, int))  # type: ignore[call-overload]
-
-
 def _bool(record: ConfigRecord, key: str) -> bool:
     return bool(get_field(record, key, bool))
-
-
-def _str(record: ConfigRecord, key: str) -> str:
-    return str(get_field(record, key, str))
 
 
 def _bytes(record: ConfigRecord, key: str) -> bytes:
@@ -176,17 +170,17 @@ class SetupInstruction:
             A field is missing or mistyped, or the server speaks another protocol version.
         """
         cfg = get_config(content, P.CONFIG)
-        version = _int(cfg, "protocol_version")
+        version = get_int(cfg, "protocol_version")
         if version != P.PROTOCOL_VERSION:
             raise ProtocolError(
                 f"server speaks protocol {version}, this party {P.PROTOCOL_VERSION}"
             )
         root = cfg.get("checkpoint_root", "") if "checkpoint_root" in cfg else ""
         return cls(
-            algorithm=_str(cfg, "algorithm"),
-            data_spec=_str(cfg, "data_spec"),
-            resume_step=_int(cfg, "resume_step"),
-            run_seed=_int(cfg, "run_seed"),
+            algorithm=get_str(cfg, "algorithm"),
+            data_spec=get_str(cfg, "data_spec"),
+            resume_step=get_int(cfg, "resume_step"),
+            run_seed=get_int(cfg, "run_seed"),
             checkpoint_root=str(root),
             protocol_version=version,
         )
@@ -227,7 +221,7 @@ class SetupReply:
     def allowed_steps(cls, cfg: ConfigRecord) -> int:
         """The ``dp_allowed_steps`` field of a setup reply's config record (the common
         fields are checked by ``strategies.exchange.setup_replies``)."""
-        return _int(cfg, "dp_allowed_steps")
+        return get_int(cfg, "dp_allowed_steps")
 
 
 # -- training steps ---------------------------------------------------------------------------
@@ -287,10 +281,10 @@ class StepInstruction:
             match the block's layout.
         """
         cfg = get_config(content, P.CONFIG)
-        apply = StepBlock(_int(cfg, "apply_start"), _int(cfg, "apply_count"))
-        forward = StepBlock(_int(cfg, "forward_start"), _int(cfg, "forward_count"))
-        eval_draw = _int(cfg, "eval_draw")
-        eval_rows = _int(cfg, "eval_rows")
+        apply = StepBlock(get_int(cfg, "apply_start"), get_int(cfg, "apply_count"))
+        forward = StepBlock(get_int(cfg, "forward_start"), get_int(cfg, "forward_count"))
+        eval_draw = get_int(cfg, "eval_draw")
+        eval_rows = get_int(cfg, "eval_rows")
         checkpoint, promote = _bool(cfg, "checkpoint"), _bool(cfg, "promote_best")
         grads: list[StepTensors] = []
         if not apply.empty:
@@ -350,7 +344,7 @@ class StepReply:
             The reply is for another block, or its rows or features are malformed.
         """
         cfg = get_config(content, P.CONFIG)
-        got = StepBlock(_int(cfg, "forward_start"), _int(cfg, "forward_count"))
+        got = StepBlock(get_int(cfg, "forward_start"), get_int(cfg, "forward_count"))
         if got != expected:
             raise ProtocolError(f"reply carries {got.describe()}, expected {expected.describe()}")
         rows_field = get_field(cfg, "batch_rows", list)
@@ -411,10 +405,10 @@ class GenerateInstruction:
             A field is missing or mistyped, or ``n_rows < 1``.
         """
         cfg = get_config(content, P.CONFIG)
-        rows = _int(cfg, "n_rows")
+        rows = get_int(cfg, "n_rows")
         if rows < 1:
             raise ProtocolError(f"n_rows must be >= 1, got {rows}")
-        return cls(rows, _int(cfg, "draw"), _bool(cfg, "use_best"), _bool(cfg, "promote_best"))
+        return cls(rows, get_int(cfg, "draw"), _bool(cfg, "use_best"), _bool(cfg, "promote_best"))
 
 
 @dataclass(frozen=True)
@@ -448,8 +442,8 @@ class GenerateReply:
         record = get_config(content, P.SYNTHETIC)
         reply = cls(
             parquet=_bytes(record, "parquet"),
-            n_rows=_int(record, "n_rows"),
-            privacy=_str(record, "privacy"),
+            n_rows=get_int(record, "n_rows"),
+            privacy=get_str(record, "privacy"),
         )
         if reply.privacy:
             try:

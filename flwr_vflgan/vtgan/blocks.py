@@ -242,7 +242,7 @@ def feature_sizes(
         if discriminator and (mine or private):
             sizes.append(batch)
         sizes.append(batch)
-    if discriminator and every_row_step(range(len(chosen)), chosen, private) is not None:
+    if discriminator and not private and not all(chosen):
         sizes.append(n_rows)
     return sizes
 

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from flwr.app import ConfigRecord, RecordDict
 
 from flwr_vflgan.runtime import protocol as P
@@ -39,6 +38,7 @@ from flwr_vflgan.runtime.codec import (
     get_config,
     get_field,
     get_indices,
+    get_int,
     get_tensor,
     indices_to_record,
     tensors_to_record,
@@ -48,10 +48,6 @@ PACKED = "packed"
 SELECTED = "selected"
 
 __all__ = ["VTStepInstruction", "VTStepReply", "one_hot_rows"]
-
-
-def _int(record: ConfigRecord, key: str) -> int:
-    return int(get_field(record, key, int))  # type: ignore[call-overload]
 
 
 def _list(record: ConfigRecord, key: str, kind: type) -> list:
@@ -67,7 +63,7 @@ def _list(record: ConfigRecord, key: str, kind: type) -> list:
 
 
 def _block(record: ConfigRecord, prefix: str) -> StepBlock:
-    return StepBlock(_int(record, f"{prefix}_start"), _int(record, f"{prefix}_count"))
+    return StepBlock(get_int(record, f"{prefix}_start"), get_int(record, f"{prefix}_count"))
 
 
 def _put_list(fields: dict, key: str, values: Sequence) -> None:
@@ -247,10 +243,3 @@ class VTStepReply:
             chunk_grad=None if chunk_grad is None else chunk_grad.numpy(),
             cond_loss=cond_loss,
         )
-
-
-def split_rows(packed: torch.Tensor, sizes: Sequence[int]) -> list[torch.Tensor]:
-    """``packed`` cut into consecutive row groups of ``sizes`` (which must add up)."""
-    if packed.shape[0] != sum(sizes):
-        raise ProtocolError(f"packed block has {packed.shape[0]} rows, expected {sum(sizes)}")
-    return list(torch.split(packed, list(sizes), dim=0))
