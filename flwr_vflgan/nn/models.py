@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -41,6 +41,13 @@ def gumbel_softmax(
     so a party can recompute a step's output exactly.
     """
     uniform = torch.rand(logits.shape, generator=generator, dtype=logits.dtype)
+    return _gumbel_from_uniform(logits, uniform, tau, hard)
+
+
+def _gumbel_from_uniform(
+    logits: torch.Tensor, uniform: torch.Tensor, tau: float, hard: bool
+) -> torch.Tensor:
+    """:func:`gumbel_softmax` with its uniform draws given (row by row the same)."""
     exponential = (-torch.log(uniform.clamp_min(1e-20))).clamp_min(1e-20)
     gumbels = -torch.log(exponential)
     soft = torch.softmax((logits + gumbels) / tau, dim=-1)
@@ -134,12 +141,44 @@ class PartyGenerator(nn.Module):
         In eval mode every layer treats rows independently, and the Gumbel noise is drawn
         for all rows at once as :meth:`forward` draws it, so the rows are those of
         :meth:`forward` (bit for bit on the CPU builds tested). A full table's hidden
-        activations (48,842 x 128 float32 values per layer on Adult) never exist at once.
+        activations (48,842 x 128 float32 values per layer on Adult) never exist at once,
+        and the output activations are applied in place, chunk by chunk, on the one
+        output tensor (a wide categorical span's Gumbel-softmax temporaries are a chunk's).
         """
         if self.training or torch.is_grad_enabled():
             raise RuntimeError("sample() is for eval mode without autograd (eval_mode)")
-        logits = torch.cat([self.body(rows) for rows in torch.split(z, chunk_rows)])
-        return apply_output_activations(logits, self.spans, self.tau, self.hard, generator)
+        out = torch.empty(z.shape[0], self.out_dim)
+        for start in range(0, z.shape[0], chunk_rows):
+            out[start : start + chunk_rows] = self.body(z[start : start + chunk_rows])
+        # Span by span, in order, each Gumbel-softmax span's noise is drawn for all rows
+        # at once, as forward() draws it; its activations then overwrite its logits in
+        # place, a chunk of rows at a time.
+        for span in self.spans:
+            columns = slice(span.start, span.start + span.width)
+            if span.activation == "identity":
+                continue
+            uniform = (
+                torch.rand((z.shape[0], span.width), generator=generator, dtype=out.dtype)
+                if span.activation == "gumbel_softmax"
+                else None
+            )
+            for start in range(0, z.shape[0], chunk_rows):
+                rows = slice(start, start + chunk_rows)
+                logits = out[rows, columns]
+                if uniform is not None:
+                    logits.copy_(_gumbel_from_uniform(logits, uniform[rows], self.tau, self.hard))
+                else:
+                    logits.copy_(_activation(span.activation)(logits))
+        return out
+
+
+def _activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    if name == "tanh":
+        return torch.tanh
+    raise ValueError(
+        f"unknown activation {name!r} for an output span; valid: "
+        "['gumbel_softmax', 'identity', 'tanh']"
+    )
 
 
 def _mlp(width_in: int, widths: Sequence[int], leaky_slope: float) -> tuple[nn.Sequential, int]:

@@ -313,15 +313,29 @@ def test_seeded_init_is_deterministic_and_leaves_the_global_generator_alone():
     assert not torch.equal(pa, pc)
 
 
-def test_sampling_in_chunks_gives_the_rows_of_one_forward_pass() -> None:
+@pytest.mark.parametrize("hard", [True, False])
+@pytest.mark.parametrize("chunk_rows", [1024, 5000, 7000])
+def test_sampling_in_chunks_gives_the_rows_of_one_forward_pass(hard: bool, chunk_rows: int) -> None:
+    """sample() applies the output activations in place, chunk by chunk, span by span;
+    the Gumbel noise must still be drawn as forward() draws it (whole spans, in order)."""
     torch.manual_seed(0)
-    generator = PartyGenerator(4, [8, 16, 12], SPANS)
+    spans = [*SPANS, _RawSpan(SPANS[-1].start + SPANS[-1].width, 3, "tanh")]
+    generator = PartyGenerator(4, [8, 16, 12], spans, gumbel_hard=hard)
     with torch.no_grad():  # move the BatchNorm statistics off their initial values
         generator(torch.randn(64, 4))
     z = torch.randn(5000, 4, generator=torch.Generator().manual_seed(1))
     with eval_mode(generator):
         whole = generator(z, torch.Generator().manual_seed(7))
-        chunked = generator.sample(z, torch.Generator().manual_seed(7), chunk_rows=1024)
+        chunked = generator.sample(z, torch.Generator().manual_seed(7), chunk_rows=chunk_rows)
+        other_noise = generator.sample(z, torch.Generator().manual_seed(8), chunk_rows=chunk_rows)
     assert torch.equal(whole, chunked)
+    assert not torch.equal(whole, other_noise)
     with pytest.raises(RuntimeError, match="sample\\(\\) is for eval mode without autograd"):
         generator.sample(z, None)
+
+
+def test_sampling_refuses_an_unknown_activation_as_forward_does() -> None:
+    generator = PartyGenerator(4, [8], [_RawSpan(0, 2, "identity")])
+    generator.spans = [_RawSpan(0, 2, "relu")]
+    with eval_mode(generator), pytest.raises(ValueError, match="unknown activation 'relu'"):
+        generator.sample(torch.zeros(3, 4), None)
