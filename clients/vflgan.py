@@ -29,7 +29,7 @@ from flwr_vflgan.data import AlignmentError
 from flwr_vflgan.gan.exchanges import party_apply_block, party_forward_block
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.gan.vflgan import PartyTrainer
-from flwr_vflgan.privacy import BudgetExceededError, PrivacyPlan, plan_privacy
+from flwr_vflgan.privacy import BudgetExceededError, Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError, get_config, get_field, tensors_to_record
@@ -44,7 +44,13 @@ from flwr_vflgan.runtime.messages import (
     StepLayout,
     StepReply,
 )
-from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_block, party_file
+from flwr_vflgan.runtime.party_data import (
+    DataSpec,
+    PartyData,
+    domain_sidecar,
+    party_block,
+    party_file,
+)
 from flwr_vflgan.runtime.rng import Stream, derive_seed, seed_commitment
 
 from .state import BlockState
@@ -111,7 +117,7 @@ class VFLGANClient:
         data_key, data = self._party_data(context, get_config(msg.content, P.CONFIG), partition_id)
         shared_seed = _shared_seed(context, setup.run_seed)
         checkpoint_dir = _checkpoint_dir(context, setup.checkpoint_root, partition_id)
-        privacy = _privacy_meta(context, config, data.n_rows, setup.resume_step)
+        privacy = _privacy_meta(context, config, data, setup)
         # A setup always starts from freshly initialised models (or the checkpoint below).
         self._trainers.pop(_trainer_key(context, config_json, data_key, shared_seed), None)
         trainer = self._trainer(
@@ -365,6 +371,12 @@ def guarded(
         )
 
 
+def _domain_file(context: Context) -> str:
+    """The public-domain sidecar a deployed party reads (:func:`domain_sidecar`)."""
+    path = context.node_config.get(P.NODE_DATA_PATH)
+    return domain_sidecar(str(path)).name if path else "<party file>.domain.json"
+
+
 def data_key(context: Context, cfg: ConfigRecord, partition_id: int) -> str:
     """Where a party's data comes from: its own file (``node_config`` data-path, a
     deployment) or its block of the server's data spec (simulation)."""
@@ -464,22 +476,36 @@ def _schedule(config: VFLGANConfig, n_rows: int) -> Schedule:
 
 
 def _privacy_meta(
-    context: Context, config: VFLGANConfig, n_rows: int, resume_step: int
+    context: Context, config: VFLGANConfig, data: PartyData, setup: SetupInstruction
 ) -> dict | None:
     """This party's privacy plan, its noise seed and the discriminator steps already taken.
 
     The noise multiplier is calibrated here, by the party, for the discriminator steps of
     the schedule (or taken from the configuration); the party then refuses any step its
-    budget does not allow, whatever the server asks.
+    budget does not allow, whatever the server asks. Under ``dp=end_to_end`` the party
+    accounts the step's ``M + 1`` releases jointly and refuses to train with an encoder
+    fitted on its rows.
     """
     if not config.dp.enabled:
         return None
-    schedule = _schedule(config, n_rows)
+    parts = 1
+    if config.dp.mechanism is Mechanism.END_TO_END:
+        if not data.encoder.public:
+            raise ValueError(
+                "dp=end_to_end needs this party's encoder built from public metadata, but it "
+                "was fitted on the party's rows: give the run dataset.domain (simulation) or "
+                f"put {_domain_file(context)} beside the party's file (deployment)"
+            )
+        if setup.n_parties < 1:
+            raise ProtocolError("dp=end_to_end needs n_parties in the setup message")
+        parts = setup.n_parties + 1
+    schedule = _schedule(config, data.n_rows)
     plan = plan_privacy(
         config.dp,
         dataset_size=schedule.n_rows,
         batch_size=schedule.batch_size,
         planned_steps=schedule.d_steps_before(schedule.total_steps),
+        parts=parts,
     )
     seed = context.node_config.get(P.NODE_NOISE_SEED)
     if seed is not None and seed != "":
@@ -493,6 +519,7 @@ def _privacy_meta(
             raise ValueError(f"node_config '{P.NODE_NOISE_SEED}' must be >= 0, got {noise_seed}")
     else:
         noise_seed = None
+    resume_step = setup.resume_step
     done = 0 if resume_step == P.NO_STEP else schedule.d_steps_before(resume_step)
     return {"plan": plan.state(), "noise_seed": noise_seed, "d_steps": done}
 

@@ -23,8 +23,10 @@ Measures (the last line printed is one JSON object):
 * ``plain_dp_gaussian_step_ms``: the plain loop with DP-VFLGAN's first-layer Gaussian
   mechanism; ``dp_gaussian_over_plain`` is its cost over the plain step (target: at
   most 1.10);
-* ``inprocess_dp_gaussian_step_ms`` and ``inprocess_dpsgd_step_ms``: the in-process grid
-  with each DP mechanism (epsilon 10), and their ratios over ``inprocess_step_ms``.
+* ``inprocess_dp_gaussian_step_ms``, ``inprocess_dpsgd_step_ms`` and
+  ``inprocess_dp_end_to_end_step_ms``: the in-process grid with each DP mechanism
+  (epsilon 10; ``end_to_end`` with the bundled public domain), and their ratios over
+  ``inprocess_step_ms``.
 
 Step times exclude setup and publication (the strategy times its training loop alone)
 and come after ``bench.warmup`` steps.
@@ -48,6 +50,7 @@ import torch
 from omegaconf import DictConfig
 
 from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.data.domain import bundled_domain
 from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.privacy import DPConfig, Mechanism, plan_privacy
@@ -230,9 +233,19 @@ def party_peak_rss_mb(spec: Any) -> float:
 
 
 def with_dp(spec: Any, mechanism: str) -> Any:
-    """``spec`` with a DP mechanism at epsilon 10, delta 1e-5 (its noise calibrated)."""
+    """``spec`` with a DP mechanism at epsilon 10, delta 1e-5 (its noise calibrated);
+    ``end_to_end`` takes the dataset's bundled public domain when the spec has none."""
     dp = DPConfig(mechanism=Mechanism(mechanism), target_epsilon=10.0, delta=1e-5)
-    return replace(spec, algorithm=replace(spec.algorithm, dp=dp))
+    data = spec.data
+    if dp.mechanism is Mechanism.END_TO_END and data.domain is None:
+        domain = bundled_domain(data.source)
+        if domain is None:
+            raise ValueError(
+                f"the end_to_end row needs a public domain: give dataset.domain=FILE for "
+                f"{data.source!r}"
+            )
+        data = replace(data, domain=domain.to_mapping())
+    return replace(spec, algorithm=replace(spec.algorithm, dp=dp), data=data)
 
 
 def measure_dp(results: dict[str, Any], spec: Any, warmup: int, steps: int) -> None:
@@ -247,7 +260,12 @@ def measure_dp(results: dict[str, Any], spec: Any, warmup: int, steps: int) -> N
         f"({results['dp_gaussian_over_plain']:.2f}x plain)",
         flush=True,
     )
-    for name, mechanism in (("dp_gaussian", "vflgan_gaussian"), ("dpsgd", "dpsgd")):
+    mechanisms = (
+        ("dp_gaussian", "vflgan_gaussian"),
+        ("dpsgd", "dpsgd"),
+        ("dp_end_to_end", "end_to_end"),
+    )
+    for name, mechanism in mechanisms:
         key = f"inprocess_{name}_step_ms"
         results[key] = inprocess_step_ms(with_dp(spec, mechanism), warmup, steps)
         results[f"inprocess_{name}_over_inprocess"] = results[key] / results["inprocess_step_ms"]

@@ -15,9 +15,10 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig, parse_variant
+from flwr_vflgan.data.domain import PublicDomain, bundled_domain, resolve_domain
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.gafm.config import GAFMSettings
-from flwr_vflgan.privacy import DPConfig
+from flwr_vflgan.privacy import DPConfig, Mechanism
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.strategies.exchange import DEFAULT_POLL_INTERVAL
 from flwr_vflgan.vtgan.config import VTGANSettings
@@ -91,6 +92,9 @@ class DatasetConfig:
     id_column: str | None = None
     # Columns left out of the table before anything is inferred ('dataset.drop=[Id,notes]').
     drop: list[str] | None = None
+    # Public metadata the encoders are built from instead of the rows: a .json/.yaml file
+    # or a bundled name ('adult'); dp=end_to_end uses the dataset's bundled one if unset.
+    domain: str | None = None
 
 
 @dataclass(frozen=True)
@@ -468,6 +472,7 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
     dataset = DatasetConfig(**_section(cfg, "dataset", DatasetConfig))
     partition = PartitionConfig(**_section(cfg, "partition", PartitionConfig))
     output = OutputConfig(**_section(cfg, "output", OutputConfig))
+    domain = _public_domain(dataset, algorithm)
     data = DataSpec(
         source=dataset.source,
         n_parties=partition.n_parties,
@@ -489,9 +494,32 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         id_column=dataset.id_column,
         importance_split=partition.split if partition.strategy == "importance" else None,
         drop=tuple(dataset.drop or ()),
+        domain=domain.to_mapping() if domain is not None else None,
     )
     evaluation = to_evaluation_config(cfg)
     return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir), evaluation)
+
+
+def _public_domain(dataset: DatasetConfig, algorithm: VFLGANConfig) -> PublicDomain | None:
+    """``dataset.domain`` resolved; under ``dp=end_to_end`` the dataset's bundled domain
+    when none is given, and an error when there is none to use."""
+    domain = resolve_domain(dataset.domain)
+    if algorithm.dp.mechanism is not Mechanism.END_TO_END:
+        return domain
+    if algorithm.variant not in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP):
+        raise ValueError(
+            f"dp=end_to_end is for vflgan, vflgan_base and wgan_gp; algorithm="
+            f"{algorithm.variant.value} fits its encoders' modes on the rows (use dp=dpsgd)"
+        )
+    if domain is None:
+        domain = bundled_domain(dataset.source)
+    if domain is None:
+        raise ValueError(
+            "dp=end_to_end builds every encoder from public metadata, and "
+            f"{dataset.source!r} has none bundled: give dataset.domain=FILE.json or .yaml "
+            "with each column's kind and bounds or categories (docs/privacy.md)"
+        )
+    return domain
 
 
 def to_evaluation_config(cfg: DictConfig) -> EvaluationConfig:

@@ -111,6 +111,7 @@ def export_parties(data: DataSpec, export: ExportConfig, label_party: bool = Fal
         ids=ids,
         file_format=export.format,
         overwrite=export.overwrite,
+        domain=data.public_domain,
     )
     labels_path = None
     if label_party:

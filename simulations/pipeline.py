@@ -31,7 +31,8 @@ from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.gan.plain import CentralizedWGANGP
 from flwr_vflgan.gan.schedule import Schedule, budget_schedule
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
-from flwr_vflgan.privacy import plan_privacy
+from flwr_vflgan.privacy import Mechanism, plan_privacy
+from flwr_vflgan.privacy.guarantee import describe_guarantee
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 from flwr_vflgan.strategies import (
@@ -278,6 +279,11 @@ def train_centralized(
     plan = None
     budget_stop = None
     if cfg.dp.enabled:
+        if cfg.dp.mechanism is Mechanism.END_TO_END and not all(b.encoder.public for b in blocks):
+            raise RunStopped(
+                "dp=end_to_end needs encoders built from public metadata (dataset.domain), "
+                "but they were fitted on the rows"
+            )
         # One data holder (the whole table): its budget is accounted like a party's.
         plan = plan_privacy(
             cfg.dp,
@@ -371,15 +377,19 @@ def train_ctgan(spec: RunSpec, real: Dataset, progress: Progress | None) -> VFLG
 
 
 def privacy_metrics(spec: RunSpec, result: VFLGANResult) -> dict[str, Any] | None:
-    """``metrics.json``'s ``privacy``: the mechanism and what each data holder spent
-    (VT-GAN adds ``joint_epsilon``, the guarantee of all its parts' releases together)."""
+    """``metrics.json``'s ``privacy``: the mechanism, what its epsilon covers
+    (``guarantee``, ``covers``, ``not_covered``: :mod:`flwr_vflgan.privacy.guarantee`) and
+    what each data holder spent (VT-GAN adds ``joint_epsilon``, the guarantee of all its
+    parts' releases together)."""
     dp = spec.algorithm.dp
-    if not dp.enabled:
+    statement = describe_guarantee(spec.algorithm.variant.value, dp)
+    if statement is None:
         return None
     joint = result.privacy[0].get("joint_epsilon")
     return {
         **({"joint_epsilon": joint} if joint is not None else {}),
         "mechanism": dp.mechanism.value,
+        **statement.to_dict(),
         "target_epsilon": dp.target_epsilon,
         "delta": dp.delta,
         "conversion": dp.conversion.value,
@@ -396,6 +406,8 @@ def privacy_rows(privacy: dict[str, Any] | None) -> dict[str, Any]:
         return {}
     rows: dict[str, Any] = {
         "dp mechanism": privacy["mechanism"],
+        "dp guarantee": f"{privacy['guarantee']}: {privacy['covers']}",
+        "not covered by epsilon": "; ".join(privacy["not_covered"]),
         "dp target": f"epsilon {privacy['target_epsilon']:g}, delta {privacy['delta']:g}",
     }
     for party in privacy["parties"]:

@@ -100,11 +100,15 @@ class Reporter:
         )
         privacy = metrics.get("privacy")
         if privacy:
+            self._print(
+                f"privacy      epsilon covers {privacy['guarantee']}: {privacy['covers']}\n"
+                f"privacy      not covered: {'; '.join(privacy['not_covered'])}"
+            )
             for party in privacy["parties"]:
                 self._print(
                     f"privacy      {party['party']}: epsilon {party['epsilon']:.4f} of "
-                    f"{party['target_epsilon']:g} at delta {party['delta']:g} "
-                    f"({privacy['mechanism']}, sigma {party['noise_multiplier']:.4f}, "
+                    f"{party['target_epsilon']:g} at delta {party['delta']:g} for "
+                    f"{privacy['guarantee']} ({privacy['mechanism']}, sigma {party['noise_multiplier']:.4f}, "
                     f"{party['steps']} discriminator steps, {party['accountant']}, "
                     f"{party['conversion']} conversion)"
                 )

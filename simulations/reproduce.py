@@ -268,7 +268,9 @@ def render_table(table: dict[str, Any], rc: ReproduceConfig, folds: int) -> str:
             [
                 "DP rows: DP-VFLGAN's first-layer Gaussian mechanism (paper 000 eqs. 20-21), "
                 "noise calibrated to the budget; the last epoch's generators are published "
-                "(docs/privacy.md). *spent* is the largest epsilon any party spent.",
+                "(docs/privacy.md). *spent* is the largest epsilon any party spent. Its "
+                "guarantee is `first_layer`, the paper's argument: the shared discriminator, "
+                "the later discriminator layers and the encoders read real rows un-noised.",
                 "",
             ]
             if rc.dp_epsilons

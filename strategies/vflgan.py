@@ -26,6 +26,7 @@ from flwr_vflgan.config import Variant, VFLGANConfig
 from flwr_vflgan.gan.exchanges import server_block
 from flwr_vflgan.gan.schedule import Schedule, StepKind, budget_schedule
 from flwr_vflgan.gan.vflgan import ServerTrainer
+from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint, save_server_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError
@@ -137,6 +138,14 @@ class _Progress:
     promote: bool = False
 
 
+def _server_spent(plan: PrivacyPlan | None, schedule: Schedule) -> list[dict]:
+    """The server's privacy summary under ``dp=end_to_end`` (``D_s`` took one noised update
+    per discriminator step of the budget-cut run); nothing otherwise."""
+    if plan is None:
+        return []
+    return [plan.summary("server", schedule.d_steps_before(schedule.total_steps))]
+
+
 class VFLGANStrategy(VerticalStrategy):
     """Server of a VFLGAN / VFLGAN-base run.
 
@@ -227,6 +236,7 @@ class VFLGANStrategy(VerticalStrategy):
             resume_step=resume_step,
             run_seed=self.seed,
             checkpoint_root=self.party_checkpoint_root,
+            n_parties=self.n_parties,
         ).to_content()
         return [Message(content, node, P.SETUP) for node in node_ids]
 
@@ -351,8 +361,9 @@ class VFLGANStrategy(VerticalStrategy):
         order, n_rows, allowed = self.aggregate_setup(replies)
         train = self.config.train
         schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+        server_plan = self._server_privacy(schedule, allowed)
         schedule, budget_stop = budget_schedule(schedule, allowed)
-        server = ServerTrainer(self.config, self.n_parties, self.seed)
+        server = ServerTrainer(self.config, self.n_parties, self.seed, server_plan)
         progress = _Progress()
         if resume:
             arrays, meta = resume
@@ -376,6 +387,7 @@ class VFLGANStrategy(VerticalStrategy):
             not self.config.dp.enabled or self.config.dp.select_by_fd
         )
         synthetic, privacy = self._publish(grid, order, n_rows, progress.promote, use_best=use_best)
+        privacy += _server_spent(server_plan, schedule)
         progress.exchanges += 1
         return VFLGANResult(
             synthetic=synthetic,
@@ -392,6 +404,29 @@ class VFLGANStrategy(VerticalStrategy):
             budget_stop=budget_stop,
             published="best_fd" if use_best else "last",
         )
+
+    def _server_privacy(self, schedule: Schedule, allowed: Mapping[int, int]) -> PrivacyPlan | None:
+        """Under ``dp=end_to_end``, the server's plan for ``D_s``: calibrated as every party
+        calibrates its own (the same schedule, rows and ``M + 1`` parts), which the
+        parties' step allowances must confirm."""
+        dp = self.config.dp
+        if dp.mechanism is not Mechanism.END_TO_END:
+            return None
+        plan = plan_privacy(
+            dp,
+            dataset_size=schedule.n_rows,
+            batch_size=schedule.batch_size,
+            planned_steps=schedule.d_steps_before(schedule.total_steps),
+            parts=self.n_parties + 1,
+        )
+        for pid, steps in allowed.items():
+            if steps != plan.allowed_steps:
+                raise RunStopped(
+                    f"party {pid}'s budget allows {steps} discriminator steps, the server's "
+                    f"joint account of {self.n_parties + 1} parts {plan.allowed_steps}: they "
+                    "do not account dp=end_to_end alike"
+                )
+        return plan
 
     def _train(
         self,

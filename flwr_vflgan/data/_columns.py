@@ -6,6 +6,7 @@ to decode that block, fully vectorised over rows.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ DtypeRecord = str | dict[str, Any]
 CategoryValue = str | int | float | bool
 
 _MAX_SHOWN = 5
+
+logger = logging.getLogger(__name__)
 
 
 def dtype_record(dtype: Any) -> DtypeRecord:
@@ -75,6 +78,24 @@ class NumericColumn:
     minimum: float
     maximum: float
     minmax: bool
+    clip_input: bool = False
+    """Clip values to [minimum, maximum] when encoding (bounds from public metadata)."""
+
+    @classmethod
+    def from_bounds(
+        cls,
+        name: str,
+        kind: ColumnKind,
+        dtype: DtypeRecord,
+        bounds: tuple[float, float],
+        *,
+        minmax: bool,
+    ) -> NumericColumn:
+        """Scaling by public bounds, ``(x - mid) / half_range`` under either scaling;
+        inputs are clipped to the bounds."""
+        minimum, maximum = bounds
+        mid, half_range = (maximum + minimum) / 2, (maximum - minimum) / 2
+        return cls(name, kind, dtype, mid, half_range, minimum, maximum, minmax, clip_input=True)
 
     @classmethod
     def fit(cls, series: pd.Series, kind: ColumnKind, *, minmax: bool) -> NumericColumn:
@@ -105,7 +126,19 @@ class NumericColumn:
 
     def encode(self, series: pd.Series, out: np.ndarray) -> None:
         offset, scale = self.offset_and_scale
-        out[:, 0] = (numeric_values(series, self.name) - offset) / scale
+        values = numeric_values(series, self.name)
+        if self.clip_input:
+            outside = int(((values < self.minimum) | (values > self.maximum)).sum())
+            if outside:
+                logger.info(
+                    "column %r: %d values outside its public bounds [%g, %g] were clipped",
+                    self.name,
+                    outside,
+                    self.minimum,
+                    self.maximum,
+                )
+            values = np.clip(values, self.minimum, self.maximum)
+        out[:, 0] = (values - offset) / scale
 
     def decode(self, block: np.ndarray) -> pd.Series:
         offset, scale = self.offset_and_scale

@@ -29,7 +29,8 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
-from flwr_vflgan.data._columns import CategoricalColumn, NumericColumn
+from flwr_vflgan.data._columns import CategoricalColumn, NumericColumn, dtype_record
+from flwr_vflgan.data.domain import PublicDomain
 from flwr_vflgan.data.schema import ColumnKind, Schema
 
 __all__ = ["ActivationKind", "NumericScaling", "Span", "TabularEncoder"]
@@ -38,11 +39,11 @@ logger = logging.getLogger(__name__)
 
 ActivationKind = Literal["identity", "tanh", "gumbel_softmax"]
 NumericScaling = Literal["standard", "minmax"]
-ENCODER_STATE_VERSION = 1
+ENCODER_STATE_VERSION = 2
 _STATE_KEYS = frozenset(
     {
         "schema_version", "numeric_scaling", "schema", "means", "stds", "mins", "maxes",
-        "categories", "missing_category", "dtypes",
+        "categories", "missing_category", "dtypes", "public",
     }
 )  # fmt: skip
 
@@ -117,6 +118,7 @@ class TabularEncoder:
                 f"got {numeric_scaling!r}"
             )
         self._numeric_scaling: NumericScaling = numeric_scaling
+        self._public = False
         self._schema: Schema | None = None
         self._columns: tuple[FittedColumn, ...] = ()
         self._spans: tuple[Span, ...] = ()
@@ -206,8 +208,48 @@ class TabularEncoder:
             else:
                 columns.append(NumericColumn.fit(series, spec.kind, minmax=minmax))
         self._set_columns(schema, tuple(columns))
+        self._public = False
         logger.debug("fitted TabularEncoder on %d rows: output_dim=%d", len(frame), self.output_dim)
         return self
+
+    def fit_domain(
+        self, frame: pd.DataFrame, schema: Schema, domain: PublicDomain
+    ) -> TabularEncoder:
+        """Build the encoding of ``schema``'s columns from public metadata alone.
+
+        Kinds, numeric bounds and category lists come from ``domain``; of ``frame`` only
+        the columns' storage dtypes are read (to decode to the same types). The encoder
+        is then :attr:`public`.
+
+        Raises
+        ------
+        ValueError
+            A column has no entry in ``domain`` or ``frame`` lacks a column.
+        """
+        schema = domain.schema_for(schema)
+        missing = [name for name in schema.names if name not in frame.columns]
+        if missing:
+            raise ValueError(f"frame lacks columns {missing}")
+        minmax = self.numeric_scaling == "minmax"
+        columns: list[FittedColumn] = []
+        for spec in schema.columns:
+            entry, dtype = domain.columns[spec.name], dtype_record(frame[spec.name].dtype)
+            if spec.kind is ColumnKind.CATEGORICAL:
+                columns.append(CategoricalColumn(spec.name, dtype, entry.categories, entry.missing))
+            else:
+                bounds = (entry.minimum, entry.maximum)
+                columns.append(
+                    NumericColumn.from_bounds(spec.name, spec.kind, dtype, bounds, minmax=minmax)
+                )
+        self._set_columns(schema, tuple(columns))
+        self._public = True
+        return self
+
+    @property
+    def public(self) -> bool:
+        """Whether the encoding came from public metadata (:meth:`fit_domain`) rather
+        than from statistics of private rows (:meth:`fit`)."""
+        return self._public
 
     def transform(self, frame: pd.DataFrame) -> np.ndarray:
         """Encode ``frame``'s schema columns.
@@ -270,7 +312,8 @@ class TabularEncoder:
     # -- persistence -------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Return the fitted state as a JSON-serialisable dict (``schema_version`` 1).
+        """Return the fitted state as a JSON-serialisable dict (``schema_version`` 2:
+        version 1 had no ``public``).
 
         Raises
         ------
@@ -291,6 +334,7 @@ class TabularEncoder:
             "categories": {col.name: list(col.categories) for col in categorical},
             "missing_category": {col.name: col.has_missing for col in categorical},
             "dtypes": {col.name: col.dtype for col in self._columns},
+            "public": self._public,
         }
 
     @classmethod
@@ -310,6 +354,7 @@ class TabularEncoder:
         schema = Schema.from_dict(d["schema"])
         columns = tuple(_column_from_state(d, schema, name) for name in schema.names)
         encoder._set_columns(schema, columns)
+        encoder._public = bool(d["public"])
         return encoder
 
 
@@ -397,4 +442,5 @@ def _column_from_state(d: Mapping[str, Any], schema: Schema, name: str) -> Fitte
         minimum=minimum,
         maximum=maximum,
         minmax=d["numeric_scaling"] == "minmax",
+        clip_input=bool(d["public"]),
     )

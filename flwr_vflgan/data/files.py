@@ -26,6 +26,7 @@ from pandas.api import types as ptypes
 from flwr_vflgan.data._columns import DtypeRecord, dtype_from_record, dtype_record
 from flwr_vflgan.data._tables import check_id_column, read_table, table_stem, write_table
 from flwr_vflgan.data.alignment import AlignmentError, check_aligned, id_digest
+from flwr_vflgan.data.domain import PublicDomain
 from flwr_vflgan.data.registry import Dataset
 from flwr_vflgan.data.schema import Schema, infer_schema
 
@@ -46,6 +47,7 @@ def write_party_files(
     ids: Sequence[Any] | None = None,
     file_format: Literal["csv", "parquet"] = "csv",
     overwrite: bool = False,
+    domain: PublicDomain | None = None,
 ) -> list[Path]:
     """Write one file per party, all-or-nothing.
 
@@ -74,6 +76,10 @@ def write_party_files(
         for those.
     overwrite
         Replace a non-empty ``out_dir``.
+    domain
+        Public metadata of the columns; each party then also gets
+        ``party-<i>.domain.json`` with its columns' entries, from which its encoder is
+        built (required by ``dp=end_to_end``).
 
     Returns
     -------
@@ -114,6 +120,10 @@ def write_party_files(
         manifest_parties = []
         for party, columns in enumerate(party_columns):
             entry = _write_party(dataset, columns, party, id_series, staging, file_format)
+            if domain is not None:
+                entry["domain_file"] = _write_domain(
+                    domain, dataset.schema, columns, party, staging
+                )
             manifest_parties.append(entry)
         manifest = {
             "manifest_version": MANIFEST_VERSION,
@@ -190,6 +200,17 @@ def _write_party(
     schema_name = f"party-{party}.schema.json"
     _write_json(folder / schema_name, sidecar)
     return {"party": party, "file": file_name, "schema_file": schema_name, "columns": columns}
+
+
+def _write_domain(
+    domain: PublicDomain, schema: Schema, columns: list[str], party: int, folder: Path
+) -> str:
+    """``party-<i>.domain.json``: the domain entries of the party's columns."""
+    domain.schema_for(schema.subset(columns))  # every column has an entry
+    name = f"party-{party}.domain.json"
+    mapping = domain.to_mapping()
+    _write_json(folder / name, {column: mapping[column] for column in columns})
+    return name
 
 
 def _write_json(path: Path, content: Mapping[str, Any]) -> None:

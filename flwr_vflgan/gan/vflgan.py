@@ -36,8 +36,8 @@ from flwr_vflgan.nn.models import (
     frozen_batchnorm_stats,
     seeded_init,
 )
-from flwr_vflgan.privacy.config import PrivacyPlan
-from flwr_vflgan.privacy.mechanisms import row_penalty
+from flwr_vflgan.privacy.config import Mechanism, PrivacyPlan
+from flwr_vflgan.privacy.mechanisms import row_penalty, wgan_gp_row_loss
 from flwr_vflgan.privacy.updates import discriminator_update
 from flwr_vflgan.runtime.blocks import StepTensors
 from flwr_vflgan.runtime.flat import FlatState
@@ -318,14 +318,36 @@ class ServerTrainer:
         ``M``; ``D_s`` reads ``M * feature_dim`` concatenated features.
     seed
         The server's own seed (interpolation weights of its gradient penalty).
+    privacy
+        ``dp=end_to_end`` only: the server's plan (the parties' noise and joint account);
+        ``D_s`` then takes per-row clipped, noised DP-SGD updates. ``None``: plain updates.
+    noise_seed
+        Seed of the server's DP noise; by default derived from ``seed``.
     """
 
-    def __init__(self, config: VFLGANConfig, n_parties: int, seed: int) -> None:
+    def __init__(
+        self,
+        config: VFLGANConfig,
+        n_parties: int,
+        seed: int,
+        privacy: PrivacyPlan | None = None,
+        noise_seed: int | None = None,
+    ) -> None:
         if n_parties < 1:
             raise ValueError(f"n_parties must be >= 1, got {n_parties}")
+        if privacy is not None and privacy.config.mechanism is not Mechanism.END_TO_END:
+            raise ValueError(
+                f"the server noises D_s under dp=end_to_end only, got a "
+                f"dp={privacy.config.mechanism.value} plan"
+            )
         self.config = config
         self.n_parties = n_parties
         self.seed = seed
+        self.privacy = privacy
+        self.d_update = discriminator_update(
+            privacy,
+            noise_seed if noise_seed is not None else derive_seed(seed, Stream.DP_NOISE, 0, 1),
+        )
         with seeded_init(derive_seed(seed, Stream.INIT)):
             self.discriminator = SharedDiscriminator(
                 n_parties * config.model.feature_dim,
@@ -349,11 +371,15 @@ class ServerTrainer:
         f_real = torch.cat(list(real), dim=1).detach().requires_grad_(True)
         f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
         if f_real.shape[0] == 0:
-            # An empty Poisson batch: nothing to learn from; the parties still take their
-            # (noise-only) DP-SGD step.
+            # An empty Poisson batch: nothing to learn from; the parties (and under
+            # end_to_end the server) still take their noise-only DP-SGD step.
+            if self.privacy is not None:
+                self._private_step(step, f_real, f_fake, torch.zeros(0, 1))
             empty = self._split(torch.zeros_like(f_real))
             return empty, self._split(torch.zeros_like(f_fake)), float("nan")
         alpha = uniform_alpha(self.seed, Stream.SERVER_ALPHA, step, f_real.shape[0])
+        if self.privacy is not None:
+            return self._private_step(step, f_real, f_fake, alpha)
         loss, _ = critic_loss(
             self.discriminator, f_real, f_fake, alpha, self.config.train.gp_weight
         )
@@ -362,6 +388,41 @@ class ServerTrainer:
         self.opt.step()
         assert f_real.grad is not None and f_fake.grad is not None  # set by backward above
         return self._split(f_real.grad), self._split(f_fake.grad), float(loss.detach())
+
+    def _private_step(
+        self, step: int, f_real: torch.Tensor, f_fake: torch.Tensor, alpha: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], float]:
+        """``dp=end_to_end``: the parties' feature gradients as without DP, and a DP-SGD
+        update of ``D_s``.
+
+        Row ``j``'s loss is ``lambda_1 (D_s(f~_j) - D_s(f_j) + lambda GP_j)``, a function of
+        row ``j``'s features alone (``D_s`` is row-wise; its penalty takes the row's own
+        interpolate), so its clipped gradient bounds the row's influence on the update;
+        the batch mean of the row losses is ``lambda_1 L_{D_s}``. The feature gradients sent
+        back are each a function of one row too; they enter each party's own per-row
+        clipped loss, so the party's mechanism covers them.
+        """
+        train = self.config.train
+        weight, gp_weight = train.shared_d_weight, train.gp_weight
+        disc = self.discriminator
+        loss = torch.tensor(float("nan"))
+        if f_real.shape[0]:
+            loss, _ = critic_loss(disc, f_real, f_fake, alpha, gp_weight)
+            g_real, g_fake = torch.autograd.grad(weight * loss, (f_real, f_fake))
+        else:
+            g_real, g_fake = torch.zeros_like(f_real), torch.zeros_like(f_fake)
+        critic_row = wgan_gp_row_loss(gp_weight)
+
+        def row_loss(call: Callable[[str, torch.Tensor], torch.Tensor], *row: torch.Tensor):
+            return weight * critic_row(call, *row)
+
+        def batch_loss() -> torch.Tensor:  # a per-sample update never forms it
+            raise RuntimeError("dp=end_to_end updates D_s from per-row gradients only")
+
+        self.d_update(
+            disc, self.opt, batch_loss, row_loss, (f_real.detach(), f_fake.detach(), alpha), step
+        )
+        return self._split(g_real), self._split(g_fake), float(loss.detach())
 
     def generator_step(self, fake: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], float]:
         """Gradients of ``-lambda_2 E[D_s(f~)]`` with respect to each party's fake features."""

@@ -36,6 +36,14 @@ class Mechanism(StrEnum):
     """Paper 000, eqs. 20-21: clip the first-layer batch gradient to C, add N(0, (2 C sigma)^2)."""
     DPSGD = "dpsgd"
     """Per-sample clipping of every discriminator gradient and Gaussian noise (Abadi et al. 2016)."""
+    END_TO_END = "end_to_end"
+    """DP-SGD on every discriminator that reads real rows, the server's ``D_s`` included,
+    accounted as one mechanism per step; encoders from public metadata only."""
+
+    @property
+    def per_sample(self) -> bool:
+        """Whether rows are clipped one by one (``dpsgd``, ``end_to_end``)."""
+        return self in (Mechanism.DPSGD, Mechanism.END_TO_END)
 
 
 REFERENCE_CLIP_NUMERATOR = 1.5
@@ -60,7 +68,7 @@ class DPConfig:
     Parameters
     ----------
     mechanism
-        ``none``, ``vflgan_gaussian`` or ``dpsgd``.
+        ``none``, ``vflgan_gaussian``, ``dpsgd`` or ``end_to_end``.
     target_epsilon
         Each data holder's budget. With ``noise_multiplier`` unset the noise is calibrated
         so that the planned discriminator steps spend at most this much; with it set, the
@@ -71,7 +79,8 @@ class DPConfig:
         ``C`` of ``vflgan_gaussian``, the L2 bound of the whole first-layer batch gradient;
         ``None`` uses the reference code's ``1.5 / batch_size``.
     max_grad_norm
-        ``C`` of ``dpsgd``, the per-sample L2 bound over all discriminator parameters.
+        ``C`` of ``dpsgd`` and ``end_to_end``, the per-sample L2 bound over all of a
+        holder's discriminator parameters (the server's ``D_s`` too under ``end_to_end``).
     noise_multiplier
         ``sigma``: noise standard deviation over ``2 C`` (``vflgan_gaussian``) or over
         ``C`` (``dpsgd``, Opacus's convention); ``None`` calibrates it to the target.
@@ -122,7 +131,8 @@ class DPConfig:
             if given:
                 raise ValueError(
                     f"{', '.join(given)} without a DP mechanism would train without differential "
-                    "privacy: choose dp=vflgan_gaussian or dp=dpsgd, or drop the setting"
+                    "privacy: choose dp=vflgan_gaussian, dp=dpsgd or dp=end_to_end, or drop the "
+                    "setting"
                 )
             return
         if self.target_epsilon is None:
@@ -138,15 +148,16 @@ class DPConfig:
             if self.mechanism is not Mechanism.VFLGAN_GAUSSIAN:
                 raise ValueError(
                     "dp.clip bounds the first-layer batch gradient of dp=vflgan_gaussian; "
-                    "dp=dpsgd clips per sample with dp.max_grad_norm"
+                    f"dp={self.mechanism.value} clips per sample with dp.max_grad_norm"
                 )
             _number("clip", self.clip)
         _number("max_grad_norm", self.max_grad_norm)
         if self.noise_multiplier is not None:
             _number("noise_multiplier", self.noise_multiplier)
-        if self.sampling is Sampling.POISSON and self.mechanism is not Mechanism.DPSGD:
+        if self.sampling is Sampling.POISSON and not self.mechanism.per_sample:
             raise ValueError(
-                "dp.sampling=poisson needs dp=dpsgd: the first-layer mechanism's sensitivity "
+                "dp.sampling=poisson needs dp=dpsgd or dp=end_to_end: the first-layer "
+                "mechanism's sensitivity "
                 "2C is proven for fixed-size batches without replacement (paper 000, Prop. 4)"
             )
 
@@ -162,7 +173,7 @@ class DPConfig:
 
     def clip_for(self, batch_size: int) -> float:
         """The clip bound ``C`` of the mechanism at this batch size."""
-        if self.mechanism is Mechanism.DPSGD:
+        if self.mechanism.per_sample:
             return float(self.max_grad_norm)
         if self.clip is not None:
             return float(self.clip)
@@ -211,6 +222,13 @@ class PrivacyPlan:
         Discriminator steps the budget allows with this noise.
     planned_steps
         Discriminator steps the schedule asks for.
+    parts
+        Holders that each apply the mechanism to the same batch in one step (``end_to_end``:
+        the ``M`` parties and the server; otherwise 1). Their ``parts`` Gaussian releases
+        of sensitivity ``Delta`` and noise ``sigma Delta`` together are one Gaussian
+        mechanism of sensitivity ``Delta sqrt(parts)`` (concatenate the noised sums), so
+        ``accountant_multiplier`` is divided by ``sqrt(parts)`` and every holder's
+        epsilon is that of the joint release.
     """
 
     config: DPConfig
@@ -221,6 +239,7 @@ class PrivacyPlan:
     accountant_multiplier: float
     allowed_steps: int
     planned_steps: int
+    parts: int = 1
 
     def state(self) -> dict[str, Any]:
         """JSON-able numbers of the plan (the config travels separately)."""
@@ -259,11 +278,12 @@ class PrivacyPlan:
             "clip": self.clip,
             "dataset_size": self.dataset_size,
             "batch_size": self.batch_size,
+            "parts": self.parts,
         }
 
 
 def plan_privacy(
-    config: DPConfig, *, dataset_size: int, batch_size: int, planned_steps: int
+    config: DPConfig, *, dataset_size: int, batch_size: int, planned_steps: int, parts: int = 1
 ) -> PrivacyPlan:
     """The noise and the step allowance of one data holder.
 
@@ -277,6 +297,9 @@ def plan_privacy(
         Rows per batch.
     planned_steps
         Discriminator steps of the training schedule (>= 1).
+    parts
+        Holders applying the mechanism to each batch, accounted jointly
+        (:attr:`PrivacyPlan.parts`); more than 1 only for ``end_to_end``.
 
     Returns
     -------
@@ -298,22 +321,15 @@ def plan_privacy(
         )
     if planned_steps < 1:
         raise ValueError(f"the schedule plans {planned_steps} discriminator steps; need >= 1")
-    # Only per-sample clipping under replace-one has sensitivity 2C against noise sigma C.
-    halve = config.mechanism is Mechanism.DPSGD and config.sampling is Sampling.WITHOUT_REPLACEMENT
-    if config.noise_multiplier is None:
-        accountant = calibrate_noise(
-            config.target_epsilon,
-            config.delta,
-            dataset_size=dataset_size,
-            batch_size=batch_size,
-            steps=planned_steps,
-            sampling=config.sampling,
-            conversion=config.conversion,
-        )
-        sigma = 2 * accountant if halve else accountant
-    else:
-        sigma = float(config.noise_multiplier)
-        accountant = sigma / 2 if halve else sigma
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+        raise ValueError(f"parts must be an integer >= 1, got {parts!r}")
+    if parts > 1 and config.mechanism is not Mechanism.END_TO_END:
+        raise ValueError(f"dp={config.mechanism.value} is accounted per holder (parts=1)")
+    # Only per-sample clipping under replace-one has sensitivity 2C against noise sigma C;
+    # parts holders noising the same batch compose to sqrt(parts) times the sensitivity.
+    halve = config.mechanism.per_sample and config.sampling is Sampling.WITHOUT_REPLACEMENT
+    scale = (2.0 if halve else 1.0) * math.sqrt(parts)
+    sigma, accountant = _noise(config, dataset_size, batch_size, planned_steps, scale)
     ledger = PrivacyLedger("plan", config.target_epsilon, config.delta, config.conversion)
     allowed = ledger.max_steps(dataset_size, batch_size, accountant, config.sampling)
     if allowed == 0:
@@ -334,4 +350,26 @@ def plan_privacy(
         accountant_multiplier=accountant,
         allowed_steps=allowed,
         planned_steps=planned_steps,
+        parts=parts,
     )
+
+
+def _noise(
+    config: DPConfig, dataset_size: int, batch_size: int, planned_steps: int, scale: float
+) -> tuple[float, float]:
+    """``(sigma, sigma / scale)``: the given noise multiplier, or the one whose accountant
+    multiplier ``sigma / scale`` spends the target over the planned steps."""
+    if config.noise_multiplier is not None:
+        sigma = float(config.noise_multiplier)
+        return sigma, sigma / scale
+    assert config.target_epsilon is not None  # DPConfig checks it when enabled
+    accountant = calibrate_noise(
+        config.target_epsilon,
+        config.delta,
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        steps=planned_steps,
+        sampling=config.sampling,
+        conversion=config.conversion,
+    )
+    return accountant * scale, accountant

@@ -192,7 +192,7 @@ def discriminator_update(plan: PrivacyPlan | None, noise_seed: int) -> Discrimin
         return PlainUpdate()
     if plan.config.mechanism is Mechanism.VFLGAN_GAUSSIAN:
         return FirstLayerUpdate(FirstLayerGaussian(plan.clip, plan.noise_multiplier), noise_seed)
-    if plan.config.mechanism is Mechanism.DPSGD:
+    if plan.config.mechanism.per_sample:
         return PerSampleUpdate(
             plan.noise_multiplier,
             plan.clip,

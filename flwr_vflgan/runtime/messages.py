@@ -141,6 +141,8 @@ class SetupInstruction:
     resume_step: int
     run_seed: int
     checkpoint_root: str
+    n_parties: int = 0
+    """``M``; a party needs it to account ``dp=end_to_end`` jointly (0: not sent)."""
     protocol_version: int = P.PROTOCOL_VERSION
 
     def to_content(self) -> RecordDict:
@@ -155,6 +157,7 @@ class SetupInstruction:
                         "resume_step": self.resume_step,
                         "run_seed": self.run_seed,
                         "checkpoint_root": self.checkpoint_root,
+                        "n_parties": self.n_parties,
                     }
                 )
             }
@@ -182,6 +185,7 @@ class SetupInstruction:
             resume_step=get_int(cfg, "resume_step"),
             run_seed=get_int(cfg, "run_seed"),
             checkpoint_root=str(root),
+            n_parties=get_int(cfg, "n_parties") if "n_parties" in cfg else 0,
             protocol_version=version,
         )
 

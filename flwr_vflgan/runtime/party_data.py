@@ -32,6 +32,8 @@ from flwr_vflgan.data import (
     load_table,
     partition_columns,
 )
+from flwr_vflgan.data._tables import table_stem
+from flwr_vflgan.data.domain import PublicDomain
 from flwr_vflgan.data.importance import (
     ImportanceSplit,
     feature_importance,
@@ -76,6 +78,11 @@ class DataSpec:
         Label column (kept as an ordinary column) and ID column of a user file.
     drop
         Columns left out of the table before anything else (``dataset.drop``).
+    domain
+        Public metadata of the columns (``dataset.domain``: kinds, numeric bounds,
+        category lists; :class:`~flwr_vflgan.data.domain.PublicDomain`). When given, every
+        party's encoder is built from it instead of from its rows; ``dp=end_to_end``
+        requires it.
     importance_split
         For ``importance`` only (and required there): ``1090``, ``5050`` or ``9010``,
         the share of the features, most important first, that party 0 holds; party 1
@@ -94,6 +101,7 @@ class DataSpec:
     id_column: str | None = None
     importance_split: ImportanceSplit | None = None
     drop: tuple[str, ...] = ()
+    domain: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # One party is a valid spec for split classification (GAFM: one non-label party
@@ -117,6 +125,14 @@ class DataSpec:
         if isinstance(self.drop, str) or not all(isinstance(c, str) for c in self.drop):
             raise ValueError(f"drop must be a list of column names, got {self.drop!r}")
         object.__setattr__(self, "drop", tuple(self.drop))
+        if self.domain is not None:
+            # Validated here, stored plainly so the spec stays JSON (it travels to parties).
+            object.__setattr__(self, "domain", PublicDomain.from_mapping(self.domain).to_mapping())
+
+    @property
+    def public_domain(self) -> PublicDomain | None:
+        """``domain`` parsed, or ``None``."""
+        return None if self.domain is None else PublicDomain.from_mapping(self.domain)
 
     def _check_importance(self) -> None:
         if self.partition != "importance":
@@ -252,17 +268,25 @@ def _importance_parts(spec_json: str) -> tuple[tuple[str, ...], ...]:
 
 
 def encode_block(
-    frame: pd.DataFrame, schema: Schema, ids: pd.Series, numeric_scaling: str
+    frame: pd.DataFrame,
+    schema: Schema,
+    ids: pd.Series,
+    numeric_scaling: str,
+    domain: PublicDomain | None = None,
 ) -> PartyData:
-    """Fit the party's encoder on its own rows and encode them."""
+    """The party's encoder, fitted on its own rows or, with ``domain``, built from public
+    metadata only; and its rows encoded."""
     encoder = TabularEncoder(numeric_scaling=numeric_scaling)  # type: ignore[arg-type]
-    encoded = encoder.fit_transform(frame, schema)
+    if domain is None:
+        encoder.fit(frame, schema)
+    else:
+        encoder.fit_domain(frame, schema, domain)
     return PartyData(
         frame=frame,
-        schema=schema,
+        schema=encoder.schema,
         ids=ids.reset_index(drop=True),
         encoder=encoder,
-        encoded=torch.from_numpy(encoded).float(),
+        encoded=torch.from_numpy(encoder.transform(frame)).float(),
     )
 
 
@@ -276,13 +300,24 @@ def party_block(spec: DataSpec, partition_id: int) -> PartyData:
     columns = split_columns(spec, dataset.schema)[partition_id]
     schema = dataset.schema.subset(columns)
     frame = dataset.frame[columns].reset_index(drop=True)
-    return encode_block(frame, schema, ids, spec.numeric_scaling)
+    return encode_block(frame, schema, ids, spec.numeric_scaling, spec.public_domain)
+
+
+def domain_sidecar(path: str | Path) -> Path:
+    """Where a party file's public domain lies: ``<name>.domain.json`` beside it."""
+    path = Path(path)
+    return path.with_name(f"{table_stem(path)}.domain.json")
 
 
 def party_file(path: str | Path, numeric_scaling: str = "standard") -> PartyData:
-    """A party's own file (deployment), with its schema sidecar if present."""
+    """A party's own file (deployment), with its schema sidecar if present, and its
+    encoder built from the public domain sidecar (:func:`domain_sidecar`) if present."""
     dataset, ids = load_party_file(path)
-    return encode_block(dataset.frame.reset_index(drop=True), dataset.schema, ids, numeric_scaling)
+    sidecar = domain_sidecar(path)
+    domain = PublicDomain.load(sidecar) if sidecar.is_file() else None
+    return encode_block(
+        dataset.frame.reset_index(drop=True), dataset.schema, ids, numeric_scaling, domain
+    )
 
 
 def all_blocks(spec: DataSpec, table: tuple[Dataset, pd.Series] | None = None) -> list[PartyData]:
@@ -295,7 +330,7 @@ def all_blocks(spec: DataSpec, table: tuple[Dataset, pd.Series] | None = None) -
     for columns in split_columns(spec, dataset.schema):
         schema = dataset.schema.subset(columns)
         frame = dataset.frame[columns].reset_index(drop=True)
-        blocks.append(encode_block(frame, schema, ids, spec.numeric_scaling))
+        blocks.append(encode_block(frame, schema, ids, spec.numeric_scaling, spec.public_domain))
     return blocks
 
 

@@ -527,6 +527,48 @@ def test_export_writes_the_even_split_with_aligned_row_ids(tmp_path: Path) -> No
         pd.testing.assert_frame_equal(party.frame, table[result.columns[i]], check_dtype=False)
 
 
+def test_export_hands_each_party_its_public_domain_for_end_to_end_dp(tmp_path: Path) -> None:
+    """dataset.domain travels to a deployed party as party-<i>.domain.json, its encoder is
+    built from it, and such a party trains under dp=end_to_end (one without it refuses)."""
+    from flwr_vflgan.config import VFLGANConfig
+    from flwr_vflgan.data.domain import bundled_domain
+    from flwr_vflgan.runtime.party_data import domain_sidecar, party_file
+    from flwr_vflgan.strategies import RunStopped, VFLGANStrategy
+
+    domain = bundled_domain("adult")
+    assert domain is not None
+    public = export_parties(
+        DataSpec(domain=domain.to_mapping()), ExportConfig(out_dir=str(tmp_path / "public"))
+    )
+    private = export_parties(DataSpec(), ExportConfig(out_dir=str(tmp_path / "private")))
+    for i, path in enumerate(public.data_files):
+        entries = json.loads(domain_sidecar(path).read_text())
+        assert list(entries) == public.columns[i]
+        assert party_file(path).encoder.public
+        assert not domain_sidecar(private.data_files[i]).exists()
+        assert not party_file(private.data_files[i]).encoder.public
+    config = VFLGANConfig.from_dict(
+        {
+            "train": {"max_steps": 12, "eval_every": 0},
+            "dp": {"mechanism": "end_to_end", "target_epsilon": 10.0},
+        }
+    )
+
+    def run(files: list[Path]) -> VFLGANResult:
+        nodes = [
+            {"partition-id": i, "shared-seed": 77, "data-path": str(path)}
+            for i, path in enumerate(files)
+        ]
+        strategy = VFLGANStrategy(config, n_parties=2, seed=0, publish_rows=20)
+        return strategy.start(InProcessGrid(make_client_app(), nodes))
+
+    result = run(public.data_files)
+    assert [p["party"] for p in result.privacy] == ["party 0", "party 1", "server"]
+    assert all(p["parts"] == 3 for p in result.privacy)
+    with pytest.raises(RunStopped, match=r"put party-\d\.domain\.json beside the party's file"):
+        run(private.data_files)
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [

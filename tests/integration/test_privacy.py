@@ -11,9 +11,10 @@ from interrupt import Interrupt, stop_in_epoch
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.data.domain import bundled_domain
 from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule
-from flwr_vflgan.privacy import GaussianSteps, epsilon, plan_privacy
+from flwr_vflgan.privacy import GaussianSteps, Sampling, epsilon, plan_privacy
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
 from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
 from flwr_vflgan.simulations.pipeline import Evaluator, run_experiment
@@ -196,6 +197,9 @@ def test_centralized_wgan_gp_records_its_spent_epsilon(
     metrics = run_experiment(spec)
     privacy = metrics["privacy"]
     assert privacy["mechanism"] == mechanism and privacy["delta"] == 1e-4
+    expected = {"vflgan_gaussian": "first_layer", "dpsgd": "critic_updates"}[mechanism]
+    assert privacy["guarantee"] == expected and privacy["covers"]
+    assert any("encoders" in item for item in privacy["not_covered"])
     (holder,) = privacy["parties"]
     assert holder["party"] == "centralized" and holder["steps"] == 20
     assert 4.8 < privacy["epsilon"] == holder["epsilon"] <= 5.0
@@ -216,7 +220,6 @@ def test_the_noise_comes_from_each_partys_own_seed(adult_small: Path) -> None:
 def test_poisson_dp_sgd_sends_variable_batches_and_accounts_add_remove(adult_small: Path) -> None:
     from flwr.app import Message
 
-    from flwr_vflgan.privacy import Sampling
     from flwr_vflgan.runtime import protocol as P
 
     spec = DataSpec(source=str(adult_small), n_parties=2)
@@ -296,3 +299,68 @@ def test_a_budget_cut_inside_a_block_stops_at_the_same_step(adult_small: Path) -
     assert five.budget_stop == one.budget_stop is not None
     assert five.steps == one.steps and five.privacy == one.privacy
     assert five.exchanges < one.exchanges
+
+
+END_TO_END = {"mechanism": "end_to_end", "target_epsilon": 8.0, "delta": 1e-4, "max_grad_norm": 0.5}
+
+
+def _public(spec_source: Path, n_parties: int = 2) -> DataSpec:
+    domain = bundled_domain("adult")
+    assert domain is not None
+    return DataSpec(source=str(spec_source), n_parties=n_parties, domain=domain.to_mapping())
+
+
+@pytest.mark.parametrize(
+    ("variant", "sampling"),
+    [
+        ("vflgan", "without_replacement"),
+        ("vflgan_base", "without_replacement"),
+        ("vflgan", "poisson"),
+    ],
+)
+def test_end_to_end_noises_the_server_and_accounts_every_part_jointly(
+    adult_small: Path, variant: str, sampling: str
+) -> None:
+    """dp=end_to_end: the server reports its own DP-SGD on D_s beside the parties, all with
+    one noise multiplier, and every epsilon is the joint one of the M + 1 releases."""
+    dp = {**END_TO_END, "sampling": sampling}
+    result = _run(_public(adult_small), _config(dp, variant))
+    sensitivity = 2 if sampling == "without_replacement" else 1
+    assert [p["party"] for p in result.privacy] == ["party 0", "party 1", "server"]
+    assert len({p["noise_multiplier"] for p in result.privacy}) == 1
+    for holder in result.privacy:
+        assert holder["mechanism"] == "end_to_end" and holder["parts"] == 3
+        assert holder["steps"] == 20
+        # Recomputed independently: three releases of sensitivity 2C (replace-one) or C
+        # (Poisson, add/remove-one) and noise sigma C.
+        multiplier = holder["noise_multiplier"] / (sensitivity * 3**0.5)
+        spent = epsilon([GaussianSteps(ROWS, 64, multiplier, 20, Sampling(sampling))], 1e-4)
+        assert holder["epsilon"] == pytest.approx(spent)
+        assert 0.97 * 8.0 < holder["epsilon"] <= 8.0
+    assert len(result.synthetic) == 100 and result.published == "last"
+
+
+def test_end_to_end_refuses_an_encoder_fitted_on_the_rows(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)  # no public domain
+    with pytest.raises(RunStopped, match="encoder built from public metadata, but it was fitted"):
+        _run(spec, _config(END_TO_END))
+
+
+def test_end_to_end_centralized_wgan_gp(adult_small: Path, tmp_path: Path) -> None:
+    def spec(data: DataSpec) -> RunSpec:
+        return RunSpec(
+            algorithm=_config(END_TO_END, "wgan_gp"),
+            data=data,
+            runtime=RuntimeConfig(),
+            output=OutputConfig(publish_rows=100, checkpoint=False, evaluate=False),
+            seed=0,
+            run_dir=tmp_path / f"run-{data.domain is not None}",
+        )
+
+    metrics = run_experiment(spec(_public(adult_small)))
+    privacy = metrics["privacy"]
+    assert privacy["guarantee"] == "end_to_end"
+    (holder,) = privacy["parties"]
+    assert holder["parts"] == 1 and 0.97 * 8.0 < holder["epsilon"] <= 8.0
+    with pytest.raises(RunStopped, match="fitted on the rows"):
+        run_experiment(spec(DataSpec(source=str(adult_small), n_parties=2)))

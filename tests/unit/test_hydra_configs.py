@@ -10,6 +10,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf.errors import MissingMandatoryValue
 
+from flwr_vflgan.data.domain import PublicDomain, bundled_domain
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.simulations.config import (
     register_configs,
@@ -90,6 +91,27 @@ def test_dp_groups_compose_as_the_readme_writes_them() -> None:
         to_run_spec(_compose("config", ["dp=vflgan_gaussian", "dp.sampling=poisson"]), "out")
     with pytest.raises(ValueError, match=r"dp\.clip bounds the first-layer"):
         to_run_spec(_compose("config", ["dp=dpsgd", "dp.clip=0.1"]), "out")
+
+
+def test_end_to_end_takes_a_public_domain_and_refuses_to_run_without_one(tmp_path: Path) -> None:
+    spec = to_run_spec(_compose("config", ["dp=end_to_end", "dp.target_epsilon=1"]), "out")
+    assert spec.algorithm.dp.mechanism.value == "end_to_end"
+    assert spec.data.public_domain == bundled_domain("adult")  # Adult's bundled codebook
+    # Without DP nothing changes unless a domain is asked for.
+    assert to_run_spec(_compose("config", []), "out").data.domain is None
+    domain = tmp_path / "german.yaml"
+    domain.write_text("age: {kind: integer, min: 18, max: 80}\n", encoding="utf-8")
+    given = to_run_spec(
+        _compose("config", ["dataset=german_credit", "dp=end_to_end", f"dataset.domain={domain}"]),
+        "out",
+    )
+    assert given.data.public_domain == PublicDomain.load(domain)
+    with pytest.raises(
+        ValueError, match=r"'german_credit' has none bundled: give dataset\.domain="
+    ):
+        to_run_spec(_compose("config", ["dataset=german_credit", "dp=end_to_end"]), "out")
+    with pytest.raises(ValueError, match="dp=end_to_end is for vflgan, vflgan_base and wgan_gp"):
+        to_run_spec(_compose("config", ["algorithm=vtgan", "dp=end_to_end"]), "out")
 
 
 def _importance_table(path: Path) -> Path:

@@ -210,7 +210,7 @@ class TestStateDict:
         frame = tiny_frame()
         encoder = TabularEncoder("minmax").fit(frame, TINY_SCHEMA)
         state = json.loads(json.dumps(encoder.state_dict()))
-        assert state["schema_version"] == 1
+        assert state["schema_version"] == 2
         assert state["means"] == {"a": 2.5, "c": 20.0}
         assert state["mins"] == {"a": 1.0, "c": 10.0} and state["maxes"] == {"a": 4.0, "c": 30.0}
         assert state["categories"] == {"b": ["x", "y"]}
@@ -222,7 +222,7 @@ class TestStateDict:
 
     def test_bad_version(self) -> None:
         state = TabularEncoder().fit(tiny_frame(), TINY_SCHEMA).state_dict()
-        with pytest.raises(ValueError, match="schema_version must be 1, got 0"):
+        with pytest.raises(ValueError, match="schema_version must be 2, got 0"):
             TabularEncoder.from_state_dict({**state, "schema_version": 0})
 
     def test_missing_key(self) -> None:

@@ -28,7 +28,7 @@ def test_default_is_off_and_needs_no_budget() -> None:
     [
         (
             {"mechanism": "laplace"},
-            r"unknown dp.mechanism 'laplace'; valid: \['none', 'vflgan_gaussian', 'dpsgd'\]",
+            r"unknown dp.mechanism 'laplace'; valid: \['none', 'vflgan_gaussian', 'dpsgd', 'end_to_end'\]",
         ),
         ({"mechanism": "vflgan_gaussian"}, "needs dp.target_epsilon"),
         (
@@ -173,3 +173,44 @@ def test_poisson_dp_sgd_is_accounted_like_opacus() -> None:
     assert 2.9 < opacus_epsilon <= 3.0 + 1e-6
     assert plan.summary("p", 2000)["epsilon"] == pytest.approx(opacus_epsilon, rel=1e-3)
     assert plan.summary("p", 2000)["accountant"] == "rdp-poisson"
+
+
+def test_end_to_end_accounts_every_holder_of_a_step_as_one_mechanism() -> None:
+    """M parties and the server each clip to C and add N(0, (sigma C)^2): one Gaussian
+    mechanism of sensitivity 2C sqrt(M + 1) under replace-one, so the accountant composes
+    sigma / (2 sqrt(M + 1)). Dropping the server (parts = M) would spend less; both the
+    multiplier and the spent epsilon must say M + 1."""
+    config = DPConfig(mechanism="end_to_end", target_epsilon=10.0, noise_multiplier=2.0)
+    plan = plan_privacy(config, planned_steps=671 * 60, parts=3, **ADULT)
+    assert plan.parts == 3 and plan.clip == config.max_grad_norm
+    assert plan.accountant_multiplier == pytest.approx(2.0 / (2 * 3**0.5))
+    joint = epsilon([GaussianSteps(42960, 64, 2.0 / (2 * 3**0.5), 500)], 1e-5)
+    parties_only = epsilon([GaussianSteps(42960, 64, 2.0 / (2 * 2**0.5), 500)], 1e-5)
+    summary = plan.summary("party 0", 500)
+    assert summary["epsilon"] == pytest.approx(joint) and summary["epsilon"] > parties_only
+    assert summary["parts"] == 3
+    assert PrivacyPlan.restore(config, plan.state()) == plan
+
+
+def test_end_to_end_calibration_raises_the_noise_by_sqrt_parts() -> None:
+    config = DPConfig(mechanism="end_to_end", target_epsilon=10.0)
+    alone = plan_privacy(config, planned_steps=671 * 60, **ADULT)
+    joint = plan_privacy(config, planned_steps=671 * 60, parts=3, **ADULT)
+    assert joint.accountant_multiplier == pytest.approx(alone.accountant_multiplier)
+    assert joint.noise_multiplier == pytest.approx(alone.noise_multiplier * 3**0.5)
+    spent = epsilon([GaussianSteps(42960, 64, joint.accountant_multiplier, 671 * 60)], 1e-5)
+    assert 9.9 < spent <= 10.0
+
+
+def test_only_end_to_end_is_accounted_over_several_holders() -> None:
+    with pytest.raises(ValueError, match=r"dp=dpsgd is accounted per holder \(parts=1\)"):
+        plan_privacy(
+            DPConfig(mechanism="dpsgd", target_epsilon=1.0), parts=3, planned_steps=5, **ADULT
+        )
+    with pytest.raises(ValueError, match="parts must be an integer >= 1, got 0"):
+        plan_privacy(
+            DPConfig(mechanism="end_to_end", target_epsilon=1.0), parts=0, planned_steps=5, **ADULT
+        )
+    with pytest.raises(ValueError, match=r"dp\.clip bounds the first-layer .* dp=end_to_end clips"):
+        DPConfig(mechanism="end_to_end", target_epsilon=1.0, clip=0.1)
+    assert DPConfig(mechanism="end_to_end", target_epsilon=1.0, sampling="poisson").poisson

@@ -168,3 +168,81 @@ def test_variable_batches_accept_any_size() -> None:
     _step(PerSampleUpdate(0.0, 1e9, 9, noise_seed=1, variable_batches=True), private, rows)
     for a, b in zip(plain.parameters(), private.parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def _end_to_end_server(sigma: float, clip: float, batch: int = 16):
+    from flwr_vflgan.gan.vflgan import ServerTrainer
+    from flwr_vflgan.privacy import plan_privacy
+
+    config = VFLGANConfig.from_dict(
+        {
+            "model": {"feature_dim": 6, "shared_hidden": [32]},
+            "train": {"batch_size": batch},
+            "dp": {
+                "mechanism": "end_to_end",
+                "target_epsilon": 50.0,
+                "noise_multiplier": sigma,
+                "max_grad_norm": clip,
+            },
+        }
+    )
+    plan = plan_privacy(config.dp, dataset_size=1000, batch_size=batch, planned_steps=4, parts=3)
+    return config, ServerTrainer(config, 2, seed=5, privacy=plan), ServerTrainer(config, 2, seed=5)
+
+
+def _features(batch: int = 16) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    gen = torch.Generator().manual_seed(2)
+    return (
+        [torch.randn(batch, 6, generator=gen) for _ in range(2)],
+        [torch.randn(batch, 6, generator=gen) for _ in range(2)],
+    )
+
+
+def test_end_to_end_server_sends_the_plain_feature_gradients() -> None:
+    """D_s's DP changes how it learns, not what the parties receive for this step."""
+    _, private, plain = _end_to_end_server(sigma=1.0, clip=0.5)
+    real, fake = _features()
+    g_private = private.discriminator_step(0, real, fake)
+    g_plain = plain.discriminator_step(0, real, fake)
+    for a, b in zip([*g_private[0], *g_private[1]], [*g_plain[0], *g_plain[1]], strict=True):
+        torch.testing.assert_close(a, b)
+    assert g_private[2] == pytest.approx(g_plain[2])
+
+
+def test_end_to_end_server_clips_every_row_and_adds_its_noise() -> None:
+    """The update D_s's optimizer receives is (sum of per-row gradients clipped to C +
+    N(0, (sigma C)^2)) / B. Switching the server's noise off, or its clipping (every row's
+    norm is far above C here), moves the residual's scale far from sigma."""
+    from flwr_vflgan.runtime.rng import Stream, uniform_alpha
+
+    sigma, clip, batch = 3.0, 0.05, 16
+    config, server, _ = _end_to_end_server(sigma=sigma, clip=clip, batch=batch)
+    real, fake = _features(batch)
+    f_real, f_fake = torch.cat(real, dim=1), torch.cat(fake, dim=1)
+    alpha = uniform_alpha(server.seed, Stream.SERVER_ALPHA, 0, batch)
+    weight = config.train.shared_d_weight
+    row = wgan_gp_row_loss(config.train.gp_weight)
+    grads, _ = per_sample_grads(
+        server.discriminator, lambda call, *r: weight * row(call, *r), (f_real, f_fake, alpha)
+    )
+    norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads.values()))
+    assert (norms > clip).all()  # every row is clipped at this C
+    scale = (clip / norms).clamp(max=1.0)
+    expected = {
+        n: (g * scale.view(-1, *[1] * (g.dim() - 1))).sum(0) / batch for n, g in grads.items()
+    }
+    received: dict[str, torch.Tensor] = {}
+    names = {id(p): n for n, p in server.discriminator.named_parameters()}
+
+    def capture(optimizer: torch.optim.Optimizer, *_: object) -> None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                received[names[id(p)]] = p.grad.detach().clone()
+
+    server.opt.register_step_pre_hook(capture)
+    server.discriminator_step(0, real, fake)
+    residual = torch.cat([(received[n] - expected[n]).reshape(-1) for n in expected])
+    # The noise on the mean has std sigma C / B; over ~420 parameters within 15%.
+    assert residual.numel() > 400
+    measured = float(residual.std()) * batch / clip
+    assert 0.85 * sigma < measured < 1.15 * sigma

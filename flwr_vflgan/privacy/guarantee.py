@@ -1,0 +1,199 @@
+"""What a run's epsilon covers, named, so that no number is quoted for more than it proves.
+
+Every DP run reports one :class:`Guarantee` beside its epsilon (``metrics.json``'s
+``privacy.guarantee``, the printed privacy line and report.md):
+
+* ``first_layer`` (``dp=vflgan_gaussian``): paper 000's argument (Theorem 1). Only the
+  first linear layer of each discriminator is clipped and noised; the later layers, the
+  shared discriminator ``D_s`` and the encoders read the real rows un-noised. The paper
+  holds that the generators are post-processing of the noised layer; that is its claim,
+  not something this project proves.
+* ``local_discriminators`` (``dp=dpsgd`` on VFLGAN and VFLGAN-base): every update of each
+  party's whole local discriminator is a per-row clipped Gaussian update, but the server's
+  ``D_s`` is trained un-noised on the real rows' features, and the generators learn from
+  ``D_s``: the epsilon bounds what the parties' discriminators release, not the table.
+* ``critic_updates`` (``dp=dpsgd`` on the centralized WGAN-GP, VT-GAN and CTGAN): every
+  parameter update that reads real rows is clipped and noised (VT-GAN: every critic part,
+  server and clients, plus the category counts, in one joint account). What is left out
+  is preprocessing: the encoders' statistics (means, deviations, modes, category lists)
+  were fitted on the private rows.
+
+* ``end_to_end`` (``dp=end_to_end`` on VFLGAN, VFLGAN-base and WGAN-GP): every update
+  that reads real rows is a per-row clipped Gaussian update, the server's ``D_s``
+  included, the releases of one step are accounted as one mechanism, and the encoders
+  come from public metadata, so the published table is post-processing. What the parties
+  and the server observe while training is outside it.
+
+Whatever the guarantee, choosing the published epoch by its Frechet distance to the
+real table (``dp.select_by_fd=true``) reads the data outside the mechanism, and it is
+listed among what is not covered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from flwr_vflgan.privacy.config import DPConfig, Mechanism
+
+
+class Guarantee(StrEnum):
+    """What the reported epsilon is a bound for."""
+
+    FIRST_LAYER = "first_layer"
+    """Paper 000's first-layer argument; later layers and ``D_s`` are not noised."""
+    LOCAL_DISCRIMINATORS = "local_discriminators"
+    """Each party's whole discriminator is DP-SGD; the server's ``D_s`` is not noised."""
+    CRITIC_UPDATES = "critic_updates"
+    """Every update that reads real rows is noised; preprocessing is not covered."""
+    END_TO_END = "end_to_end"
+    """Every update that reads real rows is noised and the encoders are public: the
+    published table is post-processing of the accounted releases."""
+
+
+_ENCODERS = "the encoders (numeric statistics, modes and category lists fitted on the private rows)"
+_SELECTION = "the choice of the published epoch by its Frechet distance to the real table"
+
+
+@dataclass(frozen=True)
+class GuaranteeStatement:
+    """A guarantee, what it covers and what it does not, in words.
+
+    Parameters
+    ----------
+    guarantee
+        The name reported in ``metrics.json``.
+    covers
+        One sentence: which updates the epsilon bounds.
+    not_covered
+        What reads the real rows outside the accounted mechanism.
+    """
+
+    guarantee: Guarantee
+    covers: str
+    not_covered: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``metrics.json``'s ``privacy.guarantee``, ``covers`` and ``not_covered``."""
+        return {
+            "guarantee": self.guarantee.value,
+            "covers": self.covers,
+            "not_covered": list(self.not_covered),
+        }
+
+    def sentence(self) -> str:
+        """One line for the console and report.md."""
+        return f"{self.guarantee.value}: {self.covers}; not covered: {'; '.join(self.not_covered)}"
+
+
+def describe_guarantee(variant: str, dp: DPConfig) -> GuaranteeStatement | None:
+    """What ``dp``'s epsilon covers for algorithm ``variant`` (``None`` without DP).
+
+    Parameters
+    ----------
+    variant
+        The algorithm (``algorithm.variant``: ``vflgan``, ``vflgan_base``, ``wgan_gp``,
+        ``vtgan``, ``ctgan``).
+    dp
+        The run's DP settings.
+
+    Raises
+    ------
+    ValueError
+        For a variant and mechanism this project does not run together.
+    """
+    if not dp.enabled:
+        return None
+    statement = _statement(variant, dp.mechanism)
+    if dp.select_by_fd:
+        statement = GuaranteeStatement(
+            statement.guarantee, statement.covers, (*statement.not_covered, _SELECTION)
+        )
+    return statement
+
+
+_FIRST_LAYER = (
+    "paper 000's first-layer argument: each discriminator's first layer is clipped and "
+    "noised, and the paper holds the generators to be its post-processing"
+)
+_RNG = "the noise comes from PyTorch's generator, not a cryptographically secure source"
+_PER_ROW = "per-row clipped, Gaussian noise"
+_POST = "the generators and the published table are their post-processing"
+
+_FEDERATED = ("vflgan", "vflgan_base")
+_STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
+    **{
+        (Mechanism.VFLGAN_GAUSSIAN, v): GuaranteeStatement(
+            Guarantee.FIRST_LAYER,
+            _FIRST_LAYER,
+            (
+                "the shared discriminator D_s and the later layers of each local "
+                "discriminator (trained un-noised on real rows)",
+                _ENCODERS,
+            ),
+        )
+        for v in _FEDERATED
+    },
+    (Mechanism.VFLGAN_GAUSSIAN, "wgan_gp"): GuaranteeStatement(
+        Guarantee.FIRST_LAYER,
+        _FIRST_LAYER,
+        ("the critic's later layers (trained un-noised on real rows)", _ENCODERS),
+    ),
+    **{
+        (Mechanism.DPSGD, v): GuaranteeStatement(
+            Guarantee.LOCAL_DISCRIMINATORS,
+            f"every update of each party's local discriminator ({_PER_ROW})",
+            (
+                "the server's shared discriminator D_s (trained un-noised on real-row "
+                "features), and through it the generators and the published table",
+                _ENCODERS,
+            ),
+        )
+        for v in _FEDERATED
+    },
+    **{
+        (Mechanism.DPSGD, v): GuaranteeStatement(
+            Guarantee.CRITIC_UPDATES, f"every update of the critic ({_PER_ROW})", (_ENCODERS,)
+        )
+        for v in ("wgan_gp", "ctgan")
+    },
+    (Mechanism.DPSGD, "vtgan"): GuaranteeStatement(
+        Guarantee.CRITIC_UPDATES,
+        "every update of every critic part, server's and clients', and the noisy category "
+        f"counts ({_PER_ROW}, one joint account)",
+        (
+            _ENCODERS,
+            "what the server sees in training (the chosen client's conditions of the "
+            "sampled real rows, sent in the clear)",
+        ),
+    ),
+    **{
+        (Mechanism.END_TO_END, v): GuaranteeStatement(
+            Guarantee.END_TO_END,
+            "every update that reads real rows: each party's whole local discriminator and "
+            f"the server's shared discriminator D_s ({_PER_ROW}, the step's releases in one "
+            f"joint account), with encoders from public metadata; {_POST}",
+            (
+                "what the parties and the server see while training (real-row features at "
+                "the server, its feature gradients at the parties, which rows form a batch)",
+                "that the server adds its noise (the parties cannot check it)",
+                _RNG,
+            ),
+        )
+        for v in _FEDERATED
+    },
+    (Mechanism.END_TO_END, "wgan_gp"): GuaranteeStatement(
+        Guarantee.END_TO_END,
+        f"every update of the critic ({_PER_ROW}), with encoders from public metadata; "
+        "the generator and the published table are their post-processing",
+        (_RNG,),
+    ),
+}
+
+
+def _statement(variant: str, mechanism: Mechanism) -> GuaranteeStatement:
+    try:
+        return _STATEMENTS[(mechanism, variant)]
+    except KeyError:
+        raise ValueError(f"algorithm {variant!r} does not run with dp={mechanism.value}") from None
