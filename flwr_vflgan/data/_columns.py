@@ -47,11 +47,12 @@ def native(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def numeric_values(series: pd.Series, name: str) -> np.ndarray:
-    """The column as float64, rejecting missing and non-finite values."""
+def numeric_values(series: pd.Series, name: str, *, allow_missing: bool = False) -> np.ndarray:
+    """The column as float64 (missing values NaN when ``allow_missing``), rejecting
+    non-finite values and, unless allowed, missing ones."""
     values = series.to_numpy(dtype=np.float64, na_value=np.nan)
     n_missing = int(np.isnan(values).sum())
-    if n_missing:
+    if n_missing and not allow_missing:
         raise ValueError(
             f"numeric column {name!r} has {n_missing} missing values; numeric columns must be "
             f"complete: impute or drop those rows, leave the column out "
@@ -80,6 +81,10 @@ class NumericColumn:
     minmax: bool
     clip_input: bool = False
     """Clip values to [minimum, maximum] when encoding (bounds from public metadata)."""
+    has_missing: bool = False
+    """The column has missing values: two more slots, a one-hot ``[present, missing]``
+    indicator after the value (which is 0 where missing); decoding gives NaN where the
+    indicator says missing."""
 
     @classmethod
     def from_bounds(
@@ -90,32 +95,41 @@ class NumericColumn:
         bounds: tuple[float, float],
         *,
         minmax: bool,
+        has_missing: bool = False,
     ) -> NumericColumn:
         """Scaling by public bounds, ``(x - mid) / half_range`` under either scaling;
         inputs are clipped to the bounds."""
         minimum, maximum = bounds
         mid, half_range = (maximum + minimum) / 2, (maximum - minimum) / 2
-        return cls(name, kind, dtype, mid, half_range, minimum, maximum, minmax, clip_input=True)
+        return cls(name, kind, dtype, mid, half_range, minimum, maximum, minmax, True, has_missing)
 
     @classmethod
     def fit(cls, series: pd.Series, kind: ColumnKind, *, minmax: bool) -> NumericColumn:
         name = str(series.name)
-        values = numeric_values(series, name)
-        std = float(values.std())
+        values = numeric_values(series, name, allow_missing=True)
+        missing = np.isnan(values)
+        present = values[~missing]
+        if present.size == 0:
+            raise ValueError(
+                f"numeric column {name!r} has no values at all: leave it out "
+                f"(dataset.drop=[{name}])"
+            )
+        std = float(present.std())
         return cls(
             name=name,
             kind=kind,
             dtype=dtype_record(series.dtype),
-            mean=float(values.mean()),
+            mean=float(present.mean()),
             std=std if std > 0 else 1.0,
-            minimum=float(values.min()),
-            maximum=float(values.max()),
+            minimum=float(present.min()),
+            maximum=float(present.max()),
             minmax=minmax,
+            has_missing=bool(missing.any()),
         )
 
     @property
     def width(self) -> int:
-        return 1
+        return 3 if self.has_missing else 1
 
     @property
     def offset_and_scale(self) -> tuple[float, float]:
@@ -126,7 +140,12 @@ class NumericColumn:
 
     def encode(self, series: pd.Series, out: np.ndarray) -> None:
         offset, scale = self.offset_and_scale
-        values = numeric_values(series, self.name)
+        values = numeric_values(series, self.name, allow_missing=self.has_missing)
+        missing = np.isnan(values)
+        if self.has_missing:
+            out[:, 1] = ~missing
+            out[:, 2] = missing
+            values = np.where(missing, offset, values)  # encodes to 0
         if self.clip_input:
             outside = int(((values < self.minimum) | (values > self.maximum)).sum())
             if outside:
@@ -147,6 +166,11 @@ class NumericColumn:
             values = np.rint(values)
         values = np.clip(values, self.minimum, self.maximum)
         original = dtype_from_record(self.dtype)
+        if self.has_missing:
+            # Integers with gaps stay float64 (NaN), as pandas reads such a column.
+            values = np.where(block[:, 2] > block[:, 1], np.nan, values)
+            target = original if ptypes.is_float_dtype(original) else np.dtype(np.float64)
+            return pd.Series(values, name=self.name).astype(target)
         if self.kind is ColumnKind.INTEGER:
             target = original if ptypes.is_integer_dtype(original) else np.dtype(np.int64)
         else:

@@ -38,8 +38,8 @@ __all__ = ["ColumnDomain", "PublicDomain", "bundled_domain", "resolve_domain"]
 
 _KEYS = {
     ColumnKind.CATEGORICAL: {"kind", "categories", "missing"},
-    ColumnKind.INTEGER: {"kind", "min", "max"},
-    ColumnKind.CONTINUOUS: {"kind", "min", "max"},
+    ColumnKind.INTEGER: {"kind", "min", "max", "missing"},
+    ColumnKind.CONTINUOUS: {"kind", "min", "max", "missing"},
 }
 
 
@@ -49,6 +49,13 @@ def _bound(column: str, key: str, value: object) -> float:
             f"dataset.domain: column {column!r} {key} must be a finite number, got {value!r}"
         )
     return float(value)
+
+
+def _missing(column: str, entry: Mapping[str, Any]) -> bool:
+    missing = entry.get("missing", False)
+    if not isinstance(missing, bool):
+        raise ValueError(f"dataset.domain: column {column!r} missing must be true or false")
+    return missing
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,8 @@ class ColumnDomain:
     minimum, maximum
         Numeric only: the bounds values are clipped to (``minimum < maximum``).
     missing
-        Categorical only: whether a value may be missing (adds a slot).
+        Whether a value may be missing: a categorical column gets a missing slot, a
+        numeric one a ``[present, missing]`` indicator.
     """
 
     name: str
@@ -100,7 +108,7 @@ class ColumnDomain:
             raise ValueError(
                 f"dataset.domain: column {name!r} needs min < max, got [{low:g}, {high:g}]"
             )
-        return cls(name, kind, minimum=low, maximum=high)
+        return cls(name, kind, minimum=low, maximum=high, missing=_missing(name, entry))
 
     @classmethod
     def _categorical(cls, name: str, entry: Mapping[str, Any]) -> ColumnDomain:
@@ -118,9 +126,7 @@ class ColumnDomain:
                 )
         if len(set(categories)) != len(categories):
             raise ValueError(f"dataset.domain: column {name!r} lists a category twice")
-        missing = entry.get("missing", False)
-        if not isinstance(missing, bool):
-            raise ValueError(f"dataset.domain: column {name!r} missing must be true or false")
+        missing = _missing(name, entry)
         return cls(name, ColumnKind.CATEGORICAL, categories=tuple(categories), missing=missing)
 
     def to_mapping(self) -> dict[str, Any]:
@@ -131,7 +137,12 @@ class ColumnDomain:
                 "categories": list(self.categories),
                 "missing": self.missing,
             }
-        return {"kind": self.kind.value, "min": self.minimum, "max": self.maximum}
+        return {
+            "kind": self.kind.value,
+            "min": self.minimum,
+            "max": self.maximum,
+            "missing": self.missing,
+        }
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,14 @@ Decoding takes the arg-max of each one-hot block, and un-scales numerics, roundi
 
 Missing values: a missing categorical value is kept as an explicit extra category (the
 last slot of its block, present only if ``fit`` saw missing values), which decodes back
-to NaN. Numeric columns must be complete: missing or infinite values are rejected by
-``fit`` and ``transform``; impute or drop them first.
+to NaN. A numeric column in which ``fit`` saw missing values gets a missingness indicator
+(as SDV-style tools do): its block is ``[value, present, missing]``, the value 0 where
+missing, the indicator generated with a Gumbel-softmax (activation ``identity_missing``
+or ``tanh_missing``), so the generator learns the missing rate jointly with the other
+columns and decoding gives NaN where the indicator says missing (integer columns with
+gaps decode to float64, as pandas reads them). Statistics come from the present values.
+Infinite values are rejected, and so are missing values in a column that had none at
+``fit``.
 """
 
 from __future__ import annotations
@@ -37,13 +43,15 @@ __all__ = ["ActivationKind", "NumericScaling", "Span", "TabularEncoder"]
 
 logger = logging.getLogger(__name__)
 
-ActivationKind = Literal["identity", "tanh", "gumbel_softmax"]
+ActivationKind = Literal["identity", "tanh", "gumbel_softmax", "identity_missing", "tanh_missing"]
+"""``*_missing``: a numeric value (identity or tanh) followed by a two-slot
+``[present, missing]`` one-hot drawn with a Gumbel-softmax."""
 NumericScaling = Literal["standard", "minmax"]
 ENCODER_STATE_VERSION = 2
 _STATE_KEYS = frozenset(
     {
         "schema_version", "numeric_scaling", "schema", "means", "stds", "mins", "maxes",
-        "categories", "missing_category", "dtypes", "public",
+        "categories", "missing_category", "dtypes", "public", "missing_numeric",
     }
 )  # fmt: skip
 
@@ -162,8 +170,11 @@ class TabularEncoder:
         )
         spans, start = [], 0
         for column in columns:
-            is_categorical = isinstance(column, CategoricalColumn)
-            activation = "gumbel_softmax" if is_categorical else numeric_activation
+            activation: ActivationKind = numeric_activation
+            if isinstance(column, CategoricalColumn):
+                activation = "gumbel_softmax"
+            elif column.has_missing:
+                activation = "tanh_missing" if numeric_activation == "tanh" else "identity_missing"
             spans.append(Span(column.name, start, column.width, activation))
             start += column.width
         self._schema, self._columns, self._spans = schema, columns, tuple(spans)
@@ -239,7 +250,14 @@ class TabularEncoder:
             else:
                 bounds = (entry.minimum, entry.maximum)
                 columns.append(
-                    NumericColumn.from_bounds(spec.name, spec.kind, dtype, bounds, minmax=minmax)
+                    NumericColumn.from_bounds(
+                        spec.name,
+                        spec.kind,
+                        dtype,
+                        bounds,
+                        minmax=minmax,
+                        has_missing=entry.missing,
+                    )
                 )
         self._set_columns(schema, tuple(columns))
         self._public = True
@@ -335,6 +353,7 @@ class TabularEncoder:
             "missing_category": {col.name: col.has_missing for col in categorical},
             "dtypes": {col.name: col.dtype for col in self._columns},
             "public": self._public,
+            "missing_numeric": {col.name: col.has_missing for col in numeric},
         }
 
     @classmethod
@@ -443,4 +462,5 @@ def _column_from_state(d: Mapping[str, Any], schema: Schema, name: str) -> Fitte
         maximum=maximum,
         minmax=d["numeric_scaling"] == "minmax",
         clip_input=bool(d["public"]),
+        has_missing=bool(d["missing_numeric"].get(name, False)),
     )

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from pandas.api import types as ptypes
 
 from flwr_vflgan.data._builtin import BUILTIN_DATASETS, BuiltinDataset
 from flwr_vflgan.data._tables import check_id_column, read_table, table_format, table_stem
@@ -239,8 +241,44 @@ def load_table(
             f"dataset.drop names the ID column {id_column!r}; it is already kept apart"
         )
     frame = frame.drop(columns=checked_drop(list(frame.columns), drop, label, str(file_path)))
+    frame = numbers_from_text(frame, schema or {}, str(file_path))
     inferred = infer_schema(frame, schema, label=label)
     return Dataset(table_stem(file_path), frame, inferred), ids
+
+
+def numbers_from_text(
+    frame: pd.DataFrame, declared: Mapping[str, str | ColumnKind], where: str
+) -> pd.DataFrame:
+    """``frame`` with every text column whose non-blank values are all numbers read as
+    numbers, blanks (empty or white space) as missing values; one log line per column.
+
+    Columns declared categorical stay text. Anything else that is not a plain number
+    (``1,234``, ``12 kg``) keeps the column text.
+    """
+    out = frame
+    for name in frame.columns:
+        series = frame[name]
+        kind = declared.get(name)
+        if kind is not None and str(kind) == ColumnKind.CATEGORICAL.value:
+            continue
+        if not (ptypes.is_object_dtype(series.dtype) or ptypes.is_string_dtype(series.dtype)):
+            continue
+        text = series.astype("string").str.strip()
+        blank = text.isna() | (text == "")
+        numbers = pd.to_numeric(text.where(~blank), errors="coerce")
+        if blank.all() or numbers[~blank].isna().any():
+            continue
+        if out is frame:
+            out = frame.copy()
+        out[name] = numbers.astype(np.float64)
+        logger.info(
+            "%s: column %r holds numbers stored as text; read as numbers, with %d blank "
+            "values as missing",
+            where,
+            name,
+            int(blank.sum()),
+        )
+    return out
 
 
 def checked_drop(

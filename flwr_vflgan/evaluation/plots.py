@@ -82,6 +82,11 @@ def plot_marginals(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, 
 
 
 def _histograms(ax: Any, real: np.ndarray, synthetic: np.ndarray) -> None:
+    # Missing values have no bar: the histograms show the present values (the missing
+    # rates are measured by the suite's "<name> is missing" columns).
+    real, synthetic = real[~np.isnan(real)], synthetic[~np.isnan(synthetic)]
+    if real.size == 0:
+        return
     low, high = float(np.min(real)), float(np.max(real))
     if high <= low:
         high = low + 1.0

@@ -20,6 +20,7 @@ import pandas as pd
 
 from flwr_vflgan.data.schema import Schema
 from flwr_vflgan.evaluation.config import EvaluationConfig
+from flwr_vflgan.evaluation.gaps import split_numeric_gaps
 from flwr_vflgan.metrics.frechet import frechet_distance
 from flwr_vflgan.metrics.tables import FeatureEncoder, MetricInputError, check_pair
 
@@ -124,14 +125,26 @@ def evaluate_tables(
     MetricInputError
         If the tables are empty or their columns differ, the label is missing from
         either table, or a numeric column is not numeric and finite.
+
+    Notes
+    -----
+    A numeric column with missing values in any table is measured as its values (gaps
+    filled with the real median) plus a categorical ``"<name> is missing"`` column
+    (:mod:`flwr_vflgan.evaluation.gaps`); ``settings["numeric_gaps"]`` lists them.
     """
     config = config or EvaluationConfig()
     if label is None and schema is not None:
         label = schema.label
-    schema = check_pair(real, synthetic, schema, label=label)
+    if schema is None:
+        schema = check_pair(real, synthetic, None, label=label, values=False)
+    gaps = split_numeric_gaps(real, synthetic, holdout, schema, parties)
+    real, synthetic, holdout, parties = gaps.real, gaps.synthetic, gaps.holdout, gaps.parties
+    schema = check_pair(real, synthetic, gaps.schema, label=label)
     if holdout is not None:
         check_pair(real, holdout, schema, label=label, names=("real", "holdout"))
     out = Evaluation(settings=_settings(real, synthetic, holdout, label, parties, config))
+    if gaps.columns:
+        out.settings["numeric_gaps"] = list(gaps.columns)
     image = config.image_shape is not None
     if image:
         _check_image_shape(schema, label, config)

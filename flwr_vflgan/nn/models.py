@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -58,6 +58,23 @@ def _gumbel_from_uniform(
     return hard_one_hot - soft.detach() + soft
 
 
+_ACTIVATIONS = ("gumbel_softmax", "identity", "identity_missing", "tanh", "tanh_missing")
+
+
+def _parts(span: SpanLike) -> list[tuple[int, int, str]]:
+    """A span's activation as ``(offset, width, identity|tanh|gumbel_softmax)`` pieces:
+    ``*_missing`` is a numeric value followed by a Gumbel-softmax ``[present, missing]``."""
+    kind = span.activation
+    if kind in ("identity", "tanh", "gumbel_softmax"):
+        return [(0, span.width, kind)]
+    if kind in ("identity_missing", "tanh_missing") and span.width >= 3:
+        return [(0, 1, kind.removesuffix("_missing")), (1, span.width - 1, "gumbel_softmax")]
+    raise ValueError(
+        f"unknown activation {kind!r} for an output span of width {span.width}; valid: "
+        f"{list(_ACTIVATIONS)} (the *_missing ones need width >= 3)"
+    )
+
+
 def apply_output_activations(
     raw: torch.Tensor,
     spans: Sequence[SpanLike],
@@ -68,18 +85,14 @@ def apply_output_activations(
     """Apply each span's activation to the generator's last linear output."""
     pieces = []
     for span in spans:
-        block = raw[:, span.start : span.start + span.width]
-        if span.activation == "identity":
-            pieces.append(block)
-        elif span.activation == "tanh":
-            pieces.append(torch.tanh(block))
-        elif span.activation == "gumbel_softmax":
-            pieces.append(gumbel_softmax(block, tau, hard, generator))
-        else:
-            raise ValueError(
-                f"unknown activation {span.activation!r} for an output span; valid: "
-                "['gumbel_softmax', 'identity', 'tanh']"
-            )
+        for offset, width, kind in _parts(span):
+            block = raw[:, span.start + offset : span.start + offset + width]
+            if kind == "identity":
+                pieces.append(block)
+            elif kind == "tanh":
+                pieces.append(torch.tanh(block))
+            else:
+                pieces.append(gumbel_softmax(block, tau, hard, generator))
     return torch.cat(pieces, dim=1)
 
 
@@ -154,31 +167,36 @@ class PartyGenerator(nn.Module):
         # at once, as forward() draws it; its activations then overwrite its logits in
         # place, a chunk of rows at a time.
         for span in self.spans:
-            columns = slice(span.start, span.start + span.width)
-            if span.activation == "identity":
-                continue
-            uniform = (
-                torch.rand((z.shape[0], span.width), generator=generator, dtype=out.dtype)
-                if span.activation == "gumbel_softmax"
-                else None
-            )
-            for start in range(0, z.shape[0], chunk_rows):
-                rows = slice(start, start + chunk_rows)
-                logits = out[rows, columns]
-                if uniform is not None:
-                    logits.copy_(_gumbel_from_uniform(logits, uniform[rows], self.tau, self.hard))
-                else:
-                    logits.copy_(_activation(span.activation)(logits))
+            for offset, width, kind in _parts(span):
+                if kind != "identity":
+                    columns = slice(span.start + offset, span.start + offset + width)
+                    self._activate(out, columns, kind, generator, chunk_rows)
         return out
 
-
-def _activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    if name == "tanh":
-        return torch.tanh
-    raise ValueError(
-        f"unknown activation {name!r} for an output span; valid: "
-        "['gumbel_softmax', 'identity', 'tanh']"
-    )
+    def _activate(
+        self,
+        out: torch.Tensor,
+        columns: slice,
+        kind: str,
+        generator: torch.Generator | None,
+        chunk_rows: int,
+    ) -> None:
+        """``out[:, columns]`` activated in place, ``chunk_rows`` rows at a time."""
+        rows_total = out.shape[0]
+        uniform = (
+            torch.rand(
+                (rows_total, columns.stop - columns.start), generator=generator, dtype=out.dtype
+            )
+            if kind == "gumbel_softmax"
+            else None
+        )
+        for start in range(0, rows_total, chunk_rows):
+            rows = slice(start, start + chunk_rows)
+            logits = out[rows, columns]
+            if uniform is not None:
+                logits.copy_(_gumbel_from_uniform(logits, uniform[rows], self.tau, self.hard))
+            else:
+                logits.copy_(torch.tanh(logits))
 
 
 def _mlp(width_in: int, widths: Sequence[int], leaky_slope: float) -> tuple[nn.Sequential, int]:

@@ -124,9 +124,9 @@ class TestDtypes:
 
 
 class TestErrors:
-    def test_numeric_missing_in_fit(self) -> None:
-        frame = tiny_frame().assign(a=[1.0, np.nan, np.nan, 4.0])
-        with pytest.raises(ValueError, match=r"column 'a' has 2 missing values.*impute or drop"):
+    def test_a_numeric_column_without_any_value(self) -> None:
+        frame = tiny_frame().assign(a=[np.nan] * 4)
+        with pytest.raises(ValueError, match=r"numeric column 'a' has no values at all"):
             TabularEncoder().fit(frame, TINY_SCHEMA)
 
     def test_numeric_missing_in_transform(self) -> None:
@@ -271,3 +271,34 @@ class TestRealData:
             original = spam.frame[name].to_numpy()
             span = original.max() - original.min()
             np.testing.assert_allclose(back[name], original, rtol=1e-5, atol=1e-6 * span)
+
+
+class TestNumericMissingness:
+    """A numeric column with gaps: [value, present, missing], stats from present values."""
+
+    def test_fit_transform_and_decode(self) -> None:
+        frame = tiny_frame().assign(a=[1.0, np.nan, np.nan, 5.0])
+        encoder = TabularEncoder().fit(frame, TINY_SCHEMA)
+        (span,) = [s for s in encoder.spans if s.column == "a"]
+        assert span.width == 3 and span.activation == "identity_missing"
+        block = encoder.transform(frame)[:, span.start : span.stop]
+        # mean 3, std 2 of the present values; missing rows encode to 0 and [0, 1].
+        np.testing.assert_allclose(block, [[-1, 1, 0], [0, 0, 1], [0, 0, 1], [1, 1, 0]])
+        decoded = encoder.inverse_transform(encoder.transform(frame))
+        np.testing.assert_array_equal(decoded["a"].to_numpy(), [1.0, np.nan, np.nan, 5.0])
+        restored = TabularEncoder.from_state_dict(encoder.state_dict())
+        assert restored.spans == encoder.spans
+
+    def test_integer_columns_with_gaps_decode_rounded_floats(self) -> None:
+        schema = Schema((ColumnSpec("n", "integer"),))
+        frame = pd.DataFrame({"n": [1.0, 2.0, np.nan, 4.0]})
+        encoder = TabularEncoder().fit(frame, schema)
+        out = encoder.inverse_transform(np.array([[0.1, 1, 0], [0.4, 0.2, 0.9]]))
+        assert out["n"].dtype == np.float64
+        assert out["n"].iloc[0] == round(out["n"].iloc[0]) and np.isnan(out["n"].iloc[1])
+
+    def test_minmax_scaling_uses_tanh_with_the_indicator(self) -> None:
+        frame = tiny_frame().assign(a=[1.0, np.nan, 3.0, 5.0])
+        encoder = TabularEncoder("minmax").fit(frame, TINY_SCHEMA)
+        (span,) = [s for s in encoder.spans if s.column == "a"]
+        assert span.activation == "tanh_missing"

@@ -329,3 +329,29 @@ def test_load_table_drops_before_inferring(tmp_path) -> None:
         load_table(path, drop=["Id", "x", "c"])
     with pytest.raises(ValueError, match=r"dataset\.drop names the ID column 'Id'"):
         load_table(path, id_column="Id", drop=["Id"])
+
+
+def test_numbers_stored_as_text_are_read_as_numbers_with_gaps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A column of numbers with blank cells (" ") is numeric with missing values, and the
+    log says so; text that is not plain numbers, or declared categorical, stays text."""
+    path = tmp_path / "messy.csv"
+    path.write_text(
+        "age,weight,code,y\n41, 1,12,a\n , 2,13,b\n37,1 200,14,a\n52, 4,15,b\n",
+        encoding="utf-8",
+    )
+    with caplog.at_level("INFO", logger="flwr_vflgan.data.registry"):
+        dataset, _ = load_table(path, schema={"code": "categorical"})
+    frame = dataset.frame
+    assert frame["age"].dtype == np.float64 and frame["age"].isna().tolist() == [
+        False,
+        True,
+        False,
+        False,
+    ]
+    assert dataset.schema.kind_of("age") is ColumnKind.INTEGER
+    assert dataset.schema.kind_of("weight") is ColumnKind.CATEGORICAL  # "1 200" is not a number
+    assert dataset.schema.kind_of("code") is ColumnKind.CATEGORICAL
+    assert "column 'age' holds numbers stored as text; read as numbers, with 1 blank" in caplog.text
+    assert "'weight'" not in caplog.text

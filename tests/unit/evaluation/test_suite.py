@@ -187,3 +187,31 @@ def test_undefined_metrics_are_null_in_the_json_form(real: pd.DataFrame) -> None
     assert out["ai_utility"]["total_difference"] is None
     assert out["ai_utility"]["tstr_accuracy"] is not None
     json.dumps(out, allow_nan=False)
+
+
+def _with_gaps(frame: pd.DataFrame, rate: float, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    out = frame.copy()
+    out["x"] = out["x"].where(rng.random(len(out)) >= rate)
+    out["n"] = out["n"].astype(float).where(rng.random(len(out)) >= rate)
+    return out
+
+
+def test_numeric_gaps_are_measured_as_values_and_a_missing_rate(real: pd.DataFrame) -> None:
+    """A numeric column with missing values is not refused: its present values are
+    measured, and its missing rate as a category, so a wrong rate costs fidelity."""
+    gappy_real = _with_gaps(real, 0.2, 3)
+    same_rate = evaluate_tables(
+        gappy_real, _with_gaps(sample(600, 1), 0.2, 4), SCHEMA, config=FAST, parties=PARTIES
+    )
+    no_gaps = evaluate_tables(gappy_real, sample(600, 1), SCHEMA, config=FAST, parties=PARTIES)
+    assert same_rate.settings["numeric_gaps"] == ["x", "n"]
+    assert "numeric_gaps" not in evaluate_tables(real, sample(600, 1), SCHEMA, config=FAST).settings
+    # JSD over the columns (the indicators included) sees the missing rate.
+    assert same_rate.metrics["statistics"]["avg_jsd"] < no_gaps.metrics["statistics"]["avg_jsd"]
+    for group in ("fidelity", "avd", "ai_utility", "ml_efficacy", "privacy"):
+        assert all(
+            v is None or math.isfinite(v)
+            for v in same_rate.metrics[group].values()
+            if isinstance(v, float)
+        ), group

@@ -156,8 +156,31 @@ def test_output_activations_keep_the_span_order():
 
 
 def test_unknown_activation_raises():
-    with pytest.raises(ValueError, match=r"unknown activation 'relu' for an output span; valid: "):
+    with pytest.raises(
+        ValueError, match=r"unknown activation 'relu' for an output span of width 1"
+    ):
         apply_output_activations(torch.zeros(2, 1), [_RawSpan(0, 1, "relu")], 1.0, True, None)
+    with pytest.raises(ValueError, match=r"the \*_missing ones need width >= 3"):
+        apply_output_activations(
+            torch.zeros(2, 2), [_RawSpan(0, 2, "identity_missing")], 1.0, True, None
+        )
+
+
+@pytest.mark.parametrize("numeric", ["identity", "tanh"])
+def test_a_numeric_span_with_missing_values_is_a_value_and_a_gumbel_indicator(numeric: str):
+    raw = torch.randn(50, 4, generator=_gen(0))
+    spans = [_RawSpan(0, 3, f"{numeric}_missing"), _RawSpan(3, 1, "identity")]
+    out = apply_output_activations(raw, spans, 1.0, True, _gen(5))
+    value = raw[:, :1] if numeric == "identity" else torch.tanh(raw[:, :1])
+    assert torch.equal(out[:, :1], value) and torch.equal(out[:, 3:], raw[:, 3:])
+    _assert_exact_one_hot(out[:, 1:3])
+    # The indicator's noise is the one a two-category span would draw at that place.
+    torch.testing.assert_close(out[:, 1:3], gumbel_softmax(raw[:, 1:3], 1.0, True, _gen(5)))
+    generator = PartyGenerator(4, [8], [_RawSpan(0, 3, f"{numeric}_missing")])
+    z = torch.randn(300, 4, generator=_gen(2))
+    with eval_mode(generator):
+        whole = generator(z, _gen(9))
+        assert torch.equal(generator.sample(z, _gen(9), chunk_rows=64), whole)
 
 
 # -- networks ------------------------------------------------------------------------
