@@ -27,7 +27,7 @@ from flwr_vflgan.data._columns import DtypeRecord, dtype_from_record, dtype_reco
 from flwr_vflgan.data._tables import check_id_column, read_table, table_stem, write_table
 from flwr_vflgan.data.alignment import AlignmentError, check_aligned, id_digest
 from flwr_vflgan.data.domain import PublicDomain
-from flwr_vflgan.data.registry import Dataset
+from flwr_vflgan.data.registry import Dataset, numbers_from_text
 from flwr_vflgan.data.schema import Schema, infer_schema
 
 __all__ = ["AlignmentError", "check_aligned", "id_digest", "load_party_file", "write_party_files"]
@@ -245,7 +245,8 @@ def load_party_file(
     The schema comes from ``schema_path``, else the sidecar ``<name>.schema.json``
     beside the file if present (then only empty CSV fields are missing values and the
     recorded dtypes are restored), else it is inferred (then ``""``, ``"?"``, ``"NA"``
-    and ``"NaN"`` are missing values).
+    and ``"NaN"`` are missing values, and text columns of numbers with blank cells are
+    read as numbers, as :func:`~flwr_vflgan.data.registry.load_table` reads them).
 
     Parameters
     ----------
@@ -286,6 +287,7 @@ def load_party_file(
         ids = check_id_column(frame, id_column, where=str(file_path))
         features = frame.drop(columns=[id_column]).reset_index(drop=True)
         features.columns = [str(name) for name in features.columns]
+        features = numbers_from_text(features, {}, str(file_path))
         return Dataset(table_stem(file_path), features, infer_schema(features)), ids
     schema, dtypes = _read_sidecar(sidecar_path, id_column)
     text_columns = [name for name, record in dtypes.items() if _is_text(record)]

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -292,3 +293,18 @@ class TestAlignment:
     def test_needs_a_party(self) -> None:
         with pytest.raises(ValueError, match="at least one party"):
             check_aligned({}, {})
+
+
+def test_a_party_file_without_sidecar_reads_numbers_stored_as_text(tmp_path: Path) -> None:
+    """A deployed party's own file: a column of numbers with a blank cell is numeric with
+    a gap, and its encoder models the gap (value plus indicator)."""
+    from flwr_vflgan.runtime.party_data import party_file
+
+    path = tmp_path / "party-0.csv"
+    rows = [f"{i},{'  ' if i % 5 == 0 else 20 + i},{'ab'[i % 2]}" for i in range(40)]
+    path.write_text("row_id,age,c\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    dataset, _ = load_party_file(path)
+    assert dataset.frame["age"].dtype == np.float64
+    assert int(dataset.frame["age"].isna().sum()) == 8
+    (span,) = [s for s in party_file(path).encoder.spans if s.column == "age"]
+    assert span.activation == "identity_missing" and span.width == 3
