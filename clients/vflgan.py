@@ -26,6 +26,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, RecordD
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data import AlignmentError
+from flwr_vflgan.data.files import domain_sidecar
 from flwr_vflgan.gan.exchanges import party_apply_block, party_forward_block
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.gan.vflgan import PartyTrainer
@@ -44,13 +45,7 @@ from flwr_vflgan.runtime.messages import (
     StepLayout,
     StepReply,
 )
-from flwr_vflgan.runtime.party_data import (
-    DataSpec,
-    PartyData,
-    domain_sidecar,
-    party_block,
-    party_file,
-)
+from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_block, party_file
 from flwr_vflgan.runtime.rng import Stream, derive_seed, seed_commitment
 
 from .state import BlockState

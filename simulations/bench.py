@@ -50,7 +50,7 @@ import torch
 from omegaconf import DictConfig
 
 from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.data.domain import bundled_domain
+from flwr_vflgan.data.domain import required_domain
 from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.privacy import DPConfig, Mechanism, plan_privacy
@@ -237,13 +237,8 @@ def with_dp(spec: Any, mechanism: str) -> Any:
     ``end_to_end`` takes the dataset's bundled public domain when the spec has none."""
     dp = DPConfig(mechanism=Mechanism(mechanism), target_epsilon=10.0, delta=1e-5)
     data = spec.data
-    if dp.mechanism is Mechanism.END_TO_END and data.domain is None:
-        domain = bundled_domain(data.source)
-        if domain is None:
-            raise ValueError(
-                f"the end_to_end row needs a public domain: give dataset.domain=FILE for "
-                f"{data.source!r}"
-            )
+    if dp.mechanism is Mechanism.END_TO_END:
+        domain = required_domain(data.public_domain, data.source)
         data = replace(data, domain=domain.to_mapping())
     return replace(spec, algorithm=replace(spec.algorithm, dp=dp), data=data)
 

@@ -15,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig, parse_variant
-from flwr_vflgan.data.domain import PublicDomain, bundled_domain, resolve_domain
+from flwr_vflgan.data.domain import PublicDomain, required_domain, resolve_domain
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.privacy import DPConfig, Mechanism
@@ -511,15 +511,7 @@ def _public_domain(dataset: DatasetConfig, algorithm: VFLGANConfig) -> PublicDom
             f"dp=end_to_end is for vflgan, vflgan_base and wgan_gp; algorithm="
             f"{algorithm.variant.value} fits its encoders' modes on the rows (use dp=dpsgd)"
         )
-    if domain is None:
-        domain = bundled_domain(dataset.source)
-    if domain is None:
-        raise ValueError(
-            "dp=end_to_end builds every encoder from public metadata, and "
-            f"{dataset.source!r} has none bundled: give dataset.domain=FILE.json or .yaml "
-            "with each column's kind and bounds or categories (docs/privacy.md)"
-        )
-    return domain
+    return required_domain(domain, dataset.source)
 
 
 def to_evaluation_config(cfg: DictConfig) -> EvaluationConfig:

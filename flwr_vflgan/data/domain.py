@@ -34,7 +34,7 @@ from typing import Any
 
 from flwr_vflgan.data.schema import ColumnKind, ColumnSpec, Schema, parse_kind
 
-__all__ = ["ColumnDomain", "PublicDomain", "bundled_domain", "resolve_domain"]
+__all__ = ["ColumnDomain", "PublicDomain", "bundled_domain", "required_domain", "resolve_domain"]
 
 _KEYS = {
     ColumnKind.CATEGORICAL: {"kind", "categories", "missing"},
@@ -211,8 +211,9 @@ def bundled_domain(name: str) -> PublicDomain | None:
     """The domain shipped for registered dataset ``name`` (``adult``), or ``None``.
 
     Adult's (``bundled/adult.domain.json``) lists the categories of UCI's ``adult.names``
-    codebook in its order and numeric bounds from the census top-codes and round numbers
-    (bundled/README.md says which); none was computed from the rows.
+    codebook in its order and hand-chosen numeric bounds (census top-codes and round
+    numbers; ``bundled/README.md`` says which and how they were chosen); no code computes
+    them from the rows.
     """
     resource = resources.files("flwr_vflgan.data").joinpath("bundled", f"{name}.domain.json")
     if not resource.is_file():
@@ -244,3 +245,22 @@ def resolve_domain(value: object) -> PublicDomain | None:
             ".json/.yaml file"
         )
     raise ValueError(f"dataset.domain must be a file, a bundled name or a mapping, got {value!r}")
+
+
+def required_domain(given: PublicDomain | None, source: str) -> PublicDomain:
+    """The domain ``dp=end_to_end`` builds encoders from: ``given``, else the one bundled
+    for dataset ``source``.
+
+    Raises
+    ------
+    ValueError
+        Neither exists; the message says how to give one.
+    """
+    domain = given if given is not None else bundled_domain(source)
+    if domain is None:
+        raise ValueError(
+            "dp=end_to_end builds every encoder from public metadata, and "
+            f"{source!r} has none bundled: give dataset.domain=FILE.json or .yaml "
+            "with each column's kind and bounds or categories (docs/privacy.md)"
+        )
+    return domain

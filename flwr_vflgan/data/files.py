@@ -30,7 +30,14 @@ from flwr_vflgan.data.domain import PublicDomain
 from flwr_vflgan.data.registry import Dataset, numbers_from_text
 from flwr_vflgan.data.schema import Schema, infer_schema
 
-__all__ = ["AlignmentError", "check_aligned", "id_digest", "load_party_file", "write_party_files"]
+__all__ = [
+    "AlignmentError",
+    "check_aligned",
+    "domain_sidecar",
+    "id_digest",
+    "load_party_file",
+    "write_party_files",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +129,7 @@ def write_party_files(
             entry = _write_party(dataset, columns, party, id_series, staging, file_format)
             if domain is not None:
                 entry["domain_file"] = _write_domain(
-                    domain, dataset.schema, columns, party, staging
+                    domain, dataset.schema, columns, staging / entry["file"]
                 )
             manifest_parties.append(entry)
         manifest = {
@@ -202,15 +209,20 @@ def _write_party(
     return {"party": party, "file": file_name, "schema_file": schema_name, "columns": columns}
 
 
-def _write_domain(
-    domain: PublicDomain, schema: Schema, columns: list[str], party: int, folder: Path
-) -> str:
-    """``party-<i>.domain.json``: the domain entries of the party's columns."""
+def domain_sidecar(path: str | os.PathLike[str]) -> Path:
+    """Where a party file's public domain lies: ``<name>.domain.json`` beside it (the
+    file :func:`write_party_files` writes and a party node reads)."""
+    path = Path(path)
+    return path.with_name(f"{table_stem(path)}.domain.json")
+
+
+def _write_domain(domain: PublicDomain, schema: Schema, columns: list[str], data_file: Path) -> str:
+    """The party's :func:`domain_sidecar`: the domain entries of its columns."""
     domain.schema_for(schema.subset(columns))  # every column has an entry
-    name = f"party-{party}.domain.json"
+    sidecar = domain_sidecar(data_file)
     mapping = domain.to_mapping()
-    _write_json(folder / name, {column: mapping[column] for column in columns})
-    return name
+    _write_json(sidecar, {column: mapping[column] for column in columns})
+    return sidecar.name
 
 
 def _write_json(path: Path, content: Mapping[str, Any]) -> None:

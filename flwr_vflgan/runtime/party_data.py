@@ -32,8 +32,8 @@ from flwr_vflgan.data import (
     load_table,
     partition_columns,
 )
-from flwr_vflgan.data._tables import table_stem
 from flwr_vflgan.data.domain import PublicDomain
+from flwr_vflgan.data.files import domain_sidecar
 from flwr_vflgan.data.importance import (
     ImportanceSplit,
     feature_importance,
@@ -301,12 +301,6 @@ def party_block(spec: DataSpec, partition_id: int) -> PartyData:
     schema = dataset.schema.subset(columns)
     frame = dataset.frame[columns].reset_index(drop=True)
     return encode_block(frame, schema, ids, spec.numeric_scaling, spec.public_domain)
-
-
-def domain_sidecar(path: str | Path) -> Path:
-    """Where a party file's public domain lies: ``<name>.domain.json`` beside it."""
-    path = Path(path)
-    return path.with_name(f"{table_stem(path)}.domain.json")
 
 
 def party_file(path: str | Path, numeric_scaling: str = "standard") -> PartyData:

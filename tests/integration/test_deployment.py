@@ -532,7 +532,8 @@ def test_export_hands_each_party_its_public_domain_for_end_to_end_dp(tmp_path: P
     built from it, and such a party trains under dp=end_to_end (one without it refuses)."""
     from flwr_vflgan.config import VFLGANConfig
     from flwr_vflgan.data.domain import bundled_domain
-    from flwr_vflgan.runtime.party_data import domain_sidecar, party_file
+    from flwr_vflgan.data.files import domain_sidecar
+    from flwr_vflgan.runtime.party_data import party_file
     from flwr_vflgan.strategies import RunStopped, VFLGANStrategy
 
     domain = bundled_domain("adult")
