@@ -1,23 +1,50 @@
-"""The project's ``ClientApp`` (``[tool.flwr.app.components] clientapp``): VFLGAN's,
-VT-GAN's and GAFM's message types routed to their party clients."""
+"""The project's ``ClientApp`` (``[tool.flwr.app.components] clientapp``): every family's
+message types routed to that family's party client (:data:`CLIENT_FAMILIES`)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
+from flwr_vflgan.plugin import load_attribute
 from flwr_vflgan.runtime import protocol as P
 
-from .vtgan import VTGANClient
-
-if TYPE_CHECKING:
-    from .gafm import GAFMClient
-
 Handler = Callable[[Message, Context], Message]
+
+
+@dataclass(frozen=True)
+class ClientFamily:
+    """One algorithm family's party client on the ClientApp.
+
+    ``client`` names its class (``"package.module:Class"``, built with no arguments on the
+    family's first message in a process); ``handlers`` maps each message type the family
+    sends to the method of that class that answers it.
+    """
+
+    client: str
+    handlers: Mapping[str, str]
+
+
+CLIENT_FAMILIES: dict[str, ClientFamily] = {
+    "vflgan": ClientFamily(
+        "flwr_vflgan.clients.vflgan:VFLGANClient",
+        {P.SETUP: "setup", P.STEP: "step", P.GENERATE: "generate"},
+    ),
+    "vtgan": ClientFamily(
+        "flwr_vflgan.clients.vtgan:VTGANClient",
+        {P.VT_SETUP: "setup", P.VT_BUILD: "build", P.VT_STEP: "step", P.VT_GENERATE: "generate"},
+    ),
+    "gafm": ClientFamily(
+        "flwr_vflgan.clients.gafm:GAFMClient",
+        {P.GF_SETUP: "setup", P.GF_STEP: "step", P.GF_PREDICT: "predict"},
+    ),
+}
+"""Every family's party side: adding a family adds its line here (docs/architecture.md)."""
 
 
 class PartyClients:
@@ -33,22 +60,19 @@ class PartyClients:
     process). Caches never decide a result: every message restores the party's state
     from ``context.state``.
 
-    GAFM's client is built on its first message: its label party's metrics and the
-    Marvell defence import scikit-learn and scipy, which a GAN party never needs.
+    Each family's client is built on its first message: GAFM's label metrics and the
+    Marvell defence import scikit-learn and SciPy, which a GAN party never needs.
     """
 
     def __init__(self, token: str | None = None) -> None:
         self.token = token or uuid.uuid4().hex
-        self.gan = VTGANClient()
-        self._gafm: GAFMClient | None = None
+        self._clients: dict[str, Any] = {}
 
-    @property
-    def gafm(self) -> GAFMClient:
-        if self._gafm is None:
-            from .gafm import GAFMClient
-
-            self._gafm = GAFMClient()
-        return self._gafm
+    def client(self, family: str) -> Any:
+        """The client of ``family`` (:data:`CLIENT_FAMILIES`), built on first use."""
+        if family not in self._clients:
+            self._clients[family] = load_attribute(CLIENT_FAMILIES[family].client)()
+        return self._clients[family]
 
     def __reduce__(self) -> tuple[Callable[[str], PartyClients], tuple[str]]:
         return (_received_clients, (self.token,))
@@ -65,19 +89,20 @@ def _received_clients(token: str) -> PartyClients:
     return _RECEIVED[token]
 
 
+def _handler(clients: PartyClients, family: str, method: str) -> Handler:
+    def handle(message: Message, context: Context) -> Message:
+        reply: Message = getattr(clients.client(family), method)(message, context)
+        return reply
+
+    return handle
+
+
 def _handlers(clients: PartyClients) -> dict[str, Handler]:
-    """Message type -> handler (looked up on ``clients`` at call time)."""
+    """Message type -> handler (the family's client is looked up at call time)."""
     return {
-        P.SETUP: lambda m, c: clients.gan.setup(m, c),
-        P.STEP: lambda m, c: clients.gan.step(m, c),
-        P.GENERATE: lambda m, c: clients.gan.generate(m, c),
-        P.VT_SETUP: lambda m, c: clients.gan.vt_setup(m, c),
-        P.VT_BUILD: lambda m, c: clients.gan.vt_build(m, c),
-        P.VT_STEP: lambda m, c: clients.gan.vt_step(m, c),
-        P.VT_GENERATE: lambda m, c: clients.gan.vt_generate(m, c),
-        P.GF_SETUP: lambda m, c: clients.gafm.setup(m, c),
-        P.GF_STEP: lambda m, c: clients.gafm.step(m, c),
-        P.GF_PREDICT: lambda m, c: clients.gafm.predict(m, c),
+        message_type: _handler(clients, family, method)
+        for family, entry in CLIENT_FAMILIES.items()
+        for message_type, method in entry.handlers.items()
     }
 
 

@@ -34,9 +34,8 @@ from flwr_vflgan.runtime.codec import (
     get_config,
 )
 from flwr_vflgan.runtime.flat import FlatState
-from flwr_vflgan.runtime.party_data import PartyData
 
-from .vflgan import _partition_id, data_key, guarded, load_cached
+from .common import PartyTables, data_key, guarded, node_partition_id
 
 _CACHE_SIZE = 4
 
@@ -45,7 +44,7 @@ class GAFMClient:
     """Message handlers of a non-label party (register them on a ``ClientApp``)."""
 
     def __init__(self) -> None:
-        self._data: OrderedDict[str, PartyData] = OrderedDict()
+        self._tables = PartyTables(party_features, _CACHE_SIZE)
         self._parties: OrderedDict[tuple, tuple[LocalParty, FlatState]] = OrderedDict()
 
     def setup(self, msg: Message, context: Context) -> Message:
@@ -69,9 +68,9 @@ class GAFMClient:
                 f"{P.GF_PROTOCOL_VERSION}"
             )
         GAFMSettings.from_dict(json.loads(setup.settings))  # validate before storing
-        partition_id = _partition_id(context)
+        partition_id = node_partition_id(context)
         source = data_key(context, get_config(msg.content, P.CONFIG), partition_id)
-        data = self._load(source)
+        data = self._tables.load(source)
         if setup.label in data.schema.names:
             raise ValueError(
                 f"party {partition_id}'s table contains the label column {setup.label!r}: a "
@@ -139,9 +138,6 @@ class GAFMClient:
         return CutValues(party.predict(rows)).to_content()
 
     # -- state -------------------------------------------------------------------------------
-    def _load(self, key: str) -> PartyData:
-        return load_cached(self._data, key, party_features, _CACHE_SIZE)
-
     @staticmethod
     def _key(context: Context, meta: dict) -> tuple:
         return (context.run_id, context.node_id, meta["settings"], meta["data_key"], meta["seed"])
@@ -152,7 +148,7 @@ class GAFMClient:
             self._parties.move_to_end(key)
             return self._parties[key]
         settings = GAFMSettings.from_dict(json.loads(meta["settings"]))
-        data = self._load(meta["data_key"])
+        data = self._tables.load(meta["data_key"])
         party = LocalParty(data.encoded, settings, int(meta["partition_id"]), int(meta["seed"]))
         state = FlatState([party.model], [party.optimizer])
         self._parties[key] = (party, state)

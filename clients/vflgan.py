@@ -14,18 +14,14 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
-import traceback
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 
 from flwr_vflgan.config import VFLGANConfig
-from flwr_vflgan.data import AlignmentError
 from flwr_vflgan.data.files import domain_sidecar
 from flwr_vflgan.gan.exchanges import party_apply_block, party_forward_block
 from flwr_vflgan.gan.schedule import Schedule, StepKind
@@ -33,7 +29,7 @@ from flwr_vflgan.gan.vflgan import PartyTrainer
 from flwr_vflgan.privacy import BudgetExceededError, Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
-from flwr_vflgan.runtime.codec import ProtocolError, get_config, get_field, tensors_to_record
+from flwr_vflgan.runtime.codec import ProtocolError, get_config, tensors_to_record
 from flwr_vflgan.runtime.messages import (
     NO_BLOCK,
     GenerateInstruction,
@@ -45,18 +41,13 @@ from flwr_vflgan.runtime.messages import (
     StepLayout,
     StepReply,
 )
-from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_block, party_file
-from flwr_vflgan.runtime.rng import Stream, derive_seed, seed_commitment
+from flwr_vflgan.runtime.party_data import PartyData, party_block
+from flwr_vflgan.runtime.rng import seed_commitment
 
+from .common import CACHE_SIZE, PartyTables, guarded, node_partition_id, node_shared_seed
 from .state import BlockState
 
 log = logging.getLogger(__name__)
-
-ERROR_PROTOCOL = 1
-ERROR_DATA = 2
-ERROR_INTERNAL = 3
-ERROR_BUDGET = 4
-_CACHE_SIZE = 8
 
 
 @dataclass
@@ -82,35 +73,32 @@ class VFLGANClient:
     """Message handlers of a VFLGAN party (register them on a ``ClientApp``)."""
 
     def __init__(self) -> None:
-        self._data: OrderedDict[str, PartyData] = OrderedDict()
+        self._tables = PartyTables(party_block)
         self._trainers: OrderedDict[tuple, PartyTrainer] = OrderedDict()
 
     # -- Flower entry points ---------------------------------------------------------
     def setup(self, msg: Message, context: Context) -> Message:
         """Load the party's data, build its models (or resume them) and report row count and ID digest."""
-        return self._guard(msg, context, self._setup)
+        return guarded(msg, context, self._setup)
 
     def step(self, msg: Message, context: Context) -> Message:
         """Apply the previous step's gradients, optionally evaluate/checkpoint, run the next forward."""
-        return self._guard(msg, context, self._step)
+        return guarded(msg, context, self._step)
 
     def generate(self, msg: Message, context: Context) -> Message:
         """Generate and decode synthetic rows for publication."""
-        return self._guard(msg, context, self._generate)
-
-    def _guard(
-        self, msg: Message, context: Context, handler: Callable[[Message, Context], RecordDict]
-    ) -> Message:
-        return guarded(msg, context, handler)
+        return guarded(msg, context, self._generate)
 
     # -- setup -------------------------------------------------------------------------
     def _setup(self, msg: Message, context: Context) -> RecordDict:
         setup = SetupInstruction.from_content(msg.content)
         config_json = setup.algorithm
         config = VFLGANConfig.from_dict(json.loads(config_json))
-        partition_id = _partition_id(context)
-        data_key, data = self._party_data(context, get_config(msg.content, P.CONFIG), partition_id)
-        shared_seed = _shared_seed(context, setup.run_seed)
+        partition_id = node_partition_id(context)
+        data_key, data = self._tables.for_message(
+            context, get_config(msg.content, P.CONFIG), partition_id
+        )
+        shared_seed = node_shared_seed(context, setup.run_seed)
         checkpoint_dir = _checkpoint_dir(context, setup.checkpoint_root, partition_id)
         privacy = _privacy_meta(context, config, data, setup)
         # A setup always starts from freshly initialised models (or the checkpoint below).
@@ -149,15 +137,6 @@ class VFLGANClient:
             columns=data.schema.names,
         ).to_content()
 
-    def _party_data(
-        self, context: Context, cfg: ConfigRecord, partition_id: int
-    ) -> tuple[str, PartyData]:
-        key = data_key(context, cfg, partition_id)
-        return key, self._load_data(key)
-
-    def _load_data(self, key: str) -> PartyData:
-        return load_cached(self._data, key, party_block)
-
     def _trainer(
         self,
         context: Context,
@@ -185,7 +164,7 @@ class VFLGANClient:
             privacy["noise_seed"] if privacy else None,
         )
         self._trainers[key] = trainer
-        while len(self._trainers) > _CACHE_SIZE:
+        while len(self._trainers) > CACHE_SIZE:
             self._trainers.popitem(last=False)
         return trainer
 
@@ -193,7 +172,7 @@ class VFLGANClient:
         if P.STATE_META not in context.state or P.STATE_FLAT not in context.state:
             raise ProtocolError("received a step before setup: this party has no state for the run")
         meta = PartyMeta.from_json(str(context.state[P.STATE_META]["json"]))
-        data = self._load_data(meta.data_key)
+        data = self._tables.load(meta.data_key)
         trainer = self._trainer(
             context,
             meta.config,
@@ -344,109 +323,10 @@ class VFLGANClient:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def guarded(
-    msg: Message, context: Context, handler: Callable[[Message, Context], RecordDict]
-) -> Message:
-    """Run a handler and turn its failure into a Flower error reply with a clear reason."""
-    try:
-        return Message(handler(msg, context), reply_to=msg)
-    except ProtocolError as exc:
-        return Message(Error(code=ERROR_PROTOCOL, reason=f"protocol error: {exc}"), reply_to=msg)
-    except BudgetExceededError as exc:
-        return Message(
-            Error(code=ERROR_BUDGET, reason=f"privacy budget: {exc}; the step was refused"),
-            reply_to=msg,
-        )
-    except (AlignmentError, FileNotFoundError, ValueError, KeyError) as exc:
-        return Message(Error(code=ERROR_DATA, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
-    except Exception as exc:
-        log.error("party handler failed:\n%s", traceback.format_exc())
-        return Message(
-            Error(code=ERROR_INTERNAL, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
-        )
-
-
 def _domain_file(context: Context) -> str:
     """The public-domain sidecar a deployed party reads (:func:`domain_sidecar`)."""
     path = context.node_config.get(P.NODE_DATA_PATH)
     return domain_sidecar(str(path)).name if path else "<party file>.domain.json"
-
-
-def data_key(context: Context, cfg: ConfigRecord, partition_id: int) -> str:
-    """Where a party's data comes from: its own file (``node_config`` data-path, a
-    deployment) or its block of the server's data spec (simulation)."""
-    path = context.node_config.get(P.NODE_DATA_PATH)
-    if path:
-        return json.dumps({"file": str(path)})
-    spec_json = str(get_field(cfg, "data_spec", str))
-    if not spec_json:
-        raise ValueError(
-            f"party {partition_id} has no data: set node_config '{P.NODE_DATA_PATH}' "
-            "to its party file"
-        )
-    return json.dumps({"spec": spec_json, "partition_id": partition_id})
-
-
-def load_cached(
-    cache: OrderedDict[str, PartyData],
-    key: str,
-    block: Callable[[DataSpec, int], PartyData],
-    size: int = _CACHE_SIZE,
-) -> PartyData:
-    """The party data of a :func:`data_key`, from ``cache`` (least recently used out):
-    the party file, or ``block(spec, partition_id)`` of the spec."""
-    if key in cache:
-        cache.move_to_end(key)
-        return cache[key]
-    source = json.loads(key)
-    if "file" in source:
-        data = party_file(source["file"])
-    else:
-        data = block(DataSpec.from_json(source["spec"]), int(source["partition_id"]))
-    cache[key] = data
-    while len(cache) > size:
-        cache.popitem(last=False)
-    return data
-
-
-def _partition_id(context: Context) -> int:
-    value = context.node_config.get(P.NODE_PARTITION_ID)
-    if value is None:
-        raise ValueError(
-            f"node_config lacks '{P.NODE_PARTITION_ID}': start the SuperNode with "
-            "--node-config 'partition-id=<i> ...'"
-        )
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"node_config '{P.NODE_PARTITION_ID}' must be an integer, got {value!r}"
-        ) from None
-
-
-def _shared_seed(context: Context, run_seed: int) -> int:
-    """The seed all parties share and the server does not know.
-
-    Order: ``node_config['shared-seed']``, then ``$FLWR_VFLGAN_SHARED_SEED``; only when
-    neither is set is it derived from the run seed, which the server also knows, and a
-    warning says so.
-    """
-    value = context.node_config.get(P.NODE_SHARED_SEED, os.environ.get(P.ENV_SHARED_SEED))
-    if value is None or value == "":
-        log.warning(
-            "no shared seed in node_config '%s' or $%s: deriving it from the run seed, which the "
-            "server knows. Set it on every party in a real deployment.",
-            P.NODE_SHARED_SEED,
-            P.ENV_SHARED_SEED,
-        )
-        return derive_seed(run_seed, Stream.NOISE, 0, 1)
-    try:
-        seed = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"shared seed must be a non-negative integer, got {value!r}") from None
-    if seed < 0:
-        raise ValueError(f"shared seed must be a non-negative integer, got {seed}")
-    return seed
 
 
 def _checkpoint_dir(context: Context, root: str, partition_id: int) -> str | None:

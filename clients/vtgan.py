@@ -35,7 +35,7 @@ from flwr_vflgan.runtime.codec import (
     tensors_to_record,
 )
 from flwr_vflgan.runtime.messages import GenerateReply
-from flwr_vflgan.runtime.party_data import PartyData
+from flwr_vflgan.runtime.party_data import PartyData, party_block
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator, seed_commitment
 from flwr_vflgan.vtgan.blocks import (
     check_block,
@@ -48,11 +48,10 @@ from flwr_vflgan.vtgan.messages import VTStepInstruction, VTStepReply
 from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 
+from .common import CACHE_SIZE, PartyTables, guarded, node_partition_id, node_shared_seed
 from .state import BlockState
-from .vflgan import VFLGANClient, _partition_id, _shared_seed
 
 log = logging.getLogger(__name__)
-_CACHE_SIZE = 8
 
 
 @dataclass
@@ -87,33 +86,34 @@ class VTPartyMeta(BlockState):
         return VFLGANConfig.from_dict(json.loads(self.config))
 
 
-class VTGANClient(VFLGANClient):
+class VTGANClient:
     """Message handlers of a VT-GAN client (registered on the project's ClientApp).
 
-    It shares data loading, error replies and node settings with the VFLGAN client.
+    It shares data loading, error replies and node settings with the other families'
+    clients through :mod:`~flwr_vflgan.clients.common`.
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        self._tables = PartyTables(party_block)
         self._parties: OrderedDict[tuple, VTGANParty] = OrderedDict()
         self._encoders: OrderedDict[tuple, tuple[ModeSpecificEncoder, np.ndarray]] = OrderedDict()
 
     # -- Flower entry points -----------------------------------------------------------
-    def vt_setup(self, msg: Message, context: Context) -> Message:
+    def setup(self, msg: Message, context: Context) -> Message:
         """Load and encode the client's columns; report its shape."""
-        return self._guard(msg, context, self._vt_setup)
+        return guarded(msg, context, self._vt_setup)
 
-    def vt_build(self, msg: Message, context: Context) -> Message:
+    def build(self, msg: Message, context: Context) -> Message:
         """Build the client's models with the widths the server assigned."""
-        return self._guard(msg, context, self._vt_build)
+        return guarded(msg, context, self._vt_build)
 
-    def vt_step(self, msg: Message, context: Context) -> Message:
+    def step(self, msg: Message, context: Context) -> Message:
         """Apply a step's gradients, run the next forward pass, sample conditions."""
-        return self._guard(msg, context, self._vt_step)
+        return guarded(msg, context, self._vt_step)
 
-    def vt_generate(self, msg: Message, context: Context) -> Message:
+    def generate(self, msg: Message, context: Context) -> Message:
         """Publication: conditions, then decoded and shuffled synthetic rows."""
-        return self._guard(msg, context, self._vt_generate)
+        return guarded(msg, context, self._vt_generate)
 
     # -- setup -----------------------------------------------------------------------------
     def _vt_setup(self, msg: Message, context: Context) -> RecordDict:
@@ -127,9 +127,9 @@ class VTGANClient(VFLGANClient):
         config = VFLGANConfig.from_dict(json.loads(config_json))
         if get_int(cfg, "resume_step") != P.NO_STEP:
             raise ValueError("VT-GAN runs cannot resume from checkpoints yet")
-        partition_id = _partition_id(context)
-        data_key, data = self._party_data(context, cfg, partition_id)
-        shared_seed = _shared_seed(context, get_int(cfg, "run_seed"))
+        partition_id = node_partition_id(context)
+        data_key, data = self._tables.for_message(context, cfg, partition_id)
+        shared_seed = node_shared_seed(context, get_int(cfg, "run_seed"))
         encoder, encoded = self._encoding(config, data_key, data, shared_seed, partition_id)
         meta = VTPartyMeta(config_json, data_key, shared_seed, partition_id)
         context.state[P.VT_STATE_META] = ConfigRecord({"json": meta.to_json()})
@@ -190,7 +190,7 @@ class VTGANClient(VFLGANClient):
             encoder = ModeSpecificEncoder.from_state_dict(state)
         encoded = encoder.transform(data.frame, numpy_generator(private, Stream.INIT, 2))
         self._encoders[key] = (encoder, encoded)
-        while len(self._encoders) > _CACHE_SIZE:
+        while len(self._encoders) > CACHE_SIZE:
             self._encoders.popitem(last=False)
         return encoder, encoded
 
@@ -222,7 +222,7 @@ class VTGANClient(VFLGANClient):
         columns = get_field(cfg, "count_columns", list)
         if not isinstance(columns, list) or not all(isinstance(c, int) for c in columns):
             raise ProtocolError(f"count_columns must be a list of integers, got {columns!r}")
-        data = self._load_data(meta.data_key)
+        data = self._tables.load(meta.data_key)
         train = config.train
         schedule = Schedule(
             data.n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps
@@ -245,7 +245,7 @@ class VTGANClient(VFLGANClient):
             raise ProtocolError("this client has no fitted encoder: setup did not run")
         state = json.loads(str(context.state[P.VT_STATE_ENCODER]["json"]))
         config = meta.algorithm
-        data = self._load_data(meta.data_key)
+        data = self._tables.load(meta.data_key)
         return self._encoding(
             config, meta.data_key, data, meta.shared_seed, meta.partition_id, state
         )
@@ -270,7 +270,7 @@ class VTGANClient(VFLGANClient):
             meta.privacy["noise_seed"] if meta.privacy else None,
         )
         self._parties[key] = party
-        while len(self._parties) > _CACHE_SIZE:
+        while len(self._parties) > CACHE_SIZE:
             self._parties.popitem(last=False)
         return party
 

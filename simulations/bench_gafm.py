@@ -1,7 +1,7 @@
 """Benchmark of GAFM's runtimes, measured in one run on one machine.
 
-    python -m simulations.bench_gafm algorithm=gafm dataset=spambase     # one non-label party
-    python -m simulations.bench_gafm algorithm=splitnn dataset=spambase partition.n_parties=3 \
+    python -m simulations.bench algorithm=gafm dataset=spambase     # one non-label party
+    python -m simulations.bench algorithm=splitnn dataset=spambase partition.n_parties=3 \
         +bench.steps=800 +bench.simulation=false
 
 Measures (the last line printed is one JSON object), for ``bench.steps`` training steps of
@@ -23,13 +23,10 @@ after a warm-up repetition of ``bench.warmup`` steps on each path.
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from dataclasses import replace
 from typing import Any
 
-import hydra
 import numpy as np
 import torch
 from flwr.app import ArrayRecord, Message
@@ -40,7 +37,6 @@ from flwr_vflgan.gafm.config import Method
 from flwr_vflgan.gafm.data import all_features, spec_labels
 from flwr_vflgan.gafm.training import PlainLink, binary_labels, train_repetition
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid
@@ -65,10 +61,6 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
     sim_steps = int(bench.get("simulation_steps", 20))
     simulate = bool(bench.get("simulation", True))
     spec = to_run_spec(cfg, "outputs/bench-gafm")
-    if not spec.algorithm.is_gafm:
-        raise ValueError(
-            f"bench_gafm measures split classification, got algorithm={spec.algorithm.variant.value}"
-        )
     torch.set_num_threads(spec.runtime.torch_threads)
     method = Method(spec.algorithm.variant.value)
     settings = replace(
@@ -127,13 +119,6 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
         rep = outcome.repetitions[0]
         # The repetition's time covers all its exchanges (setup, steps, last update, prediction).
         result["simulation_exchange_ms"] = 1000 * rep.seconds / outcome.exchanges
-    return result
-
-
-@hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="config", version_base=None)
-def main(cfg: DictConfig) -> None:
-    """Hydra entry point: print the measurements as one JSON line."""
-    result = measure(cfg)
     print(
         f"plain {result['plain_step_ms']:.2f} ms/step, in-process grid {result['inprocess_step_ms']:.2f} "
         f"ms/step ({result['inprocess_over_plain']:.2f}x)"
@@ -141,10 +126,7 @@ def main(cfg: DictConfig) -> None:
             f", simulation engine {result['simulation_exchange_ms']:.0f} ms/exchange"
             if "simulation_exchange_ms" in result
             else ""
-        )
+        ),
+        flush=True,
     )
-    print(json.dumps(result))
-
-
-if __name__ == "__main__":
-    sys.exit(run_hydra_main("simulations.bench_gafm", main))
+    return result

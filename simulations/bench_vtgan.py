@@ -1,12 +1,11 @@
 """Benchmark of the VT-GAN runtimes and of its traffic, measured in one run on one machine.
 
-    python -m simulations.bench_vtgan                       # Adult, 2 clients, D2_0-G0_2
-    python -m simulations.bench_vtgan partition.n_parties=3 +bench.steps=60
-    python -m simulations.bench_vtgan algorithm=vtgan vtgan.d_client_blocks=1
+    python -m simulations.bench algorithm=vtgan                     # Adult, 2 clients, D2_0-G0_2
+    python -m simulations.bench algorithm=vtgan partition.n_parties=3 +bench.steps=60
+    python -m simulations.bench algorithm=vtgan vtgan.d_client_blocks=1
 
-The benchmark adds ``algorithm=vtgan`` when no ``algorithm=`` override is given, and
-stops with an error if another algorithm is chosen. ``+bench.warmup`` (default 12),
-``+bench.steps`` (60) and ``+bench.simulation_steps`` (12) set its lengths.
+``+bench.warmup`` (default 12), ``+bench.steps`` (60) and ``+bench.simulation_steps`` (12)
+set its lengths; ``algorithm=ctgan`` (centralized, nothing to exchange) is refused.
 
 Measures (one line per measurement; the last line printed is one JSON object):
 
@@ -42,7 +41,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -50,19 +48,18 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Any
 
-import hydra
 import numpy as np
 import torch
 from flwr.app import Message
 from omegaconf import DictConfig
 
 from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.config import Variant
 from flwr_vflgan.data.modes import ModeSpecificEncoder
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import party_block
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
-from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid, VTGANStrategy
@@ -394,17 +391,17 @@ def measure(spec: Any, warmup: int, steps: int, sim_steps: int) -> dict[str, Any
     return results
 
 
-@hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="config", version_base=None)
-def _main(cfg: DictConfig) -> None:
-    """Run every measurement and print the results, the JSON object last."""
+def measure_cfg(cfg: DictConfig) -> dict[str, Any]:
+    """VT-GAN's benchmark (``python -m simulations.bench algorithm=vtgan``): every
+    measurement above, printed as it is taken; returns the record."""
     bench = cfg.get("bench", {})
     warmup, steps = int(bench.get("warmup", 12)), int(bench.get("steps", 60))
     sim_steps = int(bench.get("simulation_steps", 12))
     spec = to_run_spec(cfg, os.getcwd())
-    if not spec.algorithm.is_vtgan:
+    if spec.algorithm.variant is not Variant.VTGAN:
         raise ValueError(
-            f"simulations.bench_vtgan measures VT-GAN; pass algorithm=vtgan (got "
-            f"algorithm={spec.algorithm.variant.value}); python -m simulations.bench measures VFLGAN"
+            f"algorithm={spec.algorithm.variant.value} trains in one process and exchanges "
+            "nothing to measure; benchmark algorithm=vtgan"
         )
     if warmup < 1 or steps < 1 or sim_steps < 1:
         raise ValueError(
@@ -423,16 +420,4 @@ def _main(cfg: DictConfig) -> None:
         "torch_threads": spec.runtime.torch_threads,
     }
     results.update(measure(spec, warmup, steps, sim_steps))
-    results["benchmark_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps(results))
-
-
-def main() -> None:
-    """Entry point: ``algorithm=vtgan`` unless the command line chooses an algorithm."""
-    if not any(arg.lstrip("+~").split("=")[0] == "algorithm" for arg in sys.argv[1:]):
-        sys.argv.insert(1, "algorithm=vtgan")
-    _main()
-
-
-if __name__ == "__main__":
-    sys.exit(run_hydra_main("simulations.bench_vtgan", main))
+    return results

@@ -342,6 +342,11 @@ class ReproduceConfig:
     vtgan_epochs: dict[str, int] = field(default_factory=lambda: {"adult": 30})
     gafm_parties: tuple[int, ...] = (1, 3)
 
+    @property
+    def variants(self) -> list[float | None]:
+        """The privacy of each row: ``None`` (no DP, if ``non_dp``), then each budget."""
+        return ([None] if self.non_dp else []) + list(self.dp_epsilons)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "dp_epsilons", tuple(float(e) for e in self.dp_epsilons))
         if any(not e > 0 for e in self.dp_epsilons):
@@ -527,3 +532,15 @@ def to_evaluation_config(cfg: DictConfig) -> EvaluationConfig:
 @dataclass(frozen=True)
 class _Algorithm:
     variant: str = "vflgan"
+
+
+def compose_run_config(overrides: str) -> DictConfig:
+    """The composed Hydra config of ``simulations.run`` for a space-separated override
+    string (the ``flwr run`` ServerApp's ``overrides``)."""
+    import shlex
+
+    from hydra import compose, initialize_config_module
+
+    register_configs()
+    with initialize_config_module("flwr_vflgan.conf", version_base=None):
+        return compose("config", overrides=shlex.split(overrides))

@@ -24,7 +24,7 @@ from flwr_vflgan.strategies.gafm import GAFMResult, GAFMStrategy
 
 from .config import RunSpec
 from .launch import start_on_runtime
-from .outputs import json_default, published_outputs
+from .outputs import holding_run, json_default, published_outputs
 
 
 def run_gafm(
@@ -34,7 +34,18 @@ def run_gafm(
     progress: Callable[[dict[str, Any]], None] | None = None,
     observer: Callable | None = None,
 ) -> dict[str, Any]:
-    """Train every repetition over the chosen runtime; returns what ``metrics.json`` holds."""
+    """GAFM's family ``run``: train every repetition over the chosen runtime and write the
+    run directory, which it holds throughout; returns what ``metrics.json`` holds."""
+    with holding_run(spec):
+        return _run_gafm(spec, grid, progress, observer)
+
+
+def _run_gafm(
+    spec: RunSpec,
+    grid: Grid | None,
+    progress: Callable[[dict[str, Any]], None] | None,
+    observer: Callable | None,
+) -> dict[str, Any]:
     settings = spec.algorithm.gafm
     deployed = spec.runtime.kind == "deployment"
     if settings.labels_path:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from flwr_vflgan.runtime.party_data import DataSpec
-from flwr_vflgan.simulations.config import ExportConfig, to_run_spec
+from flwr_vflgan.simulations.config import ExportConfig, compose_run_config, to_run_spec
 from flwr_vflgan.simulations.export_parties import export_parties, node_config_text
 from flwr_vflgan.simulations.flower_processes import (
     HOST,
@@ -45,7 +45,6 @@ from flwr_vflgan.simulations.flower_processes import (
     wait_for_run_metrics,
     write_flower_config,
 )
-from flwr_vflgan.simulations.server_app import compose_run_config
 
 NodeKind = Literal["party", "supernode"]
 FEDERATION = "local-deployment"

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .config import RunSpec
+
 __all__ = [
     "LOCK_NAME",
     "RunDirectoryBusy",
@@ -116,3 +118,14 @@ def published_outputs(run_dir: Path) -> Iterator[Path]:
             os.replace(staging / COMPLETION_MARK, run_dir / COMPLETION_MARK)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextmanager
+def holding_run(spec: RunSpec) -> Iterator[None]:
+    """What every family's ``run`` does around its work: hold ``spec.run_dir``
+    (:func:`run_directory_lock`) with PyTorch at the run's thread count."""
+    import torch
+
+    with run_directory_lock(spec.run_dir):
+        torch.set_num_threads(spec.runtime.torch_threads)
+        yield

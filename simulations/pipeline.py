@@ -43,12 +43,13 @@ from flwr_vflgan.strategies import (
 )
 
 from .config import RunSpec
-from .gafm_pipeline import run_gafm
 from .launch import start_on_runtime
-from .outputs import json_default, published_outputs, run_directory_lock
+from .outputs import holding_run, json_default, published_outputs
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict[str, float]], None]
+CENTRALIZED = (Variant.WGAN_GP, Variant.CTGAN)
+"""The algorithms of the GAN families that train on the whole table in one process."""
 
 
 class Evaluator:
@@ -68,81 +69,67 @@ class Evaluator:
         return frechet_distance(self.real, np.concatenate(encoded, axis=1))
 
 
-def run_experiment(
+def run_gan(
     spec: RunSpec,
     *,
     grid: Grid | None = None,
     progress: Progress | None = None,
     observer: Callable | None = None,
 ) -> dict[str, Any]:
-    """Train, publish and evaluate; returns the metrics written to ``metrics.json``.
+    """The VFLGAN and VT-GAN families' ``run``: train (federated, or centralized for
+    ``wgan_gp`` and ``ctgan``), publish, evaluate and write the run directory, which it
+    holds throughout (:func:`~simulations.outputs.holding_run`); returns what
+    ``metrics.json`` holds.
 
     ``grid`` is the Grid of a running Flower ServerApp (``flwr run``); without it the
-    runtime named by the spec is started here. The run holds its directory for its whole
-    length (:func:`~simulations.outputs.run_directory_lock`).
+    runtime named by the spec is started here.
 
     Raises
     ------
     RunDirectoryBusy
         Another run holds the directory.
     """
-    with run_directory_lock(spec.run_dir):
-        return _run_experiment(spec, grid, progress, observer)
+    with holding_run(spec):
+        started = time.monotonic()
+        real, blocks, evaluator = _real_table(spec)
+        result = _train_gan(spec, real, blocks, evaluator, grid, progress, observer)
+        synthetic = conform(result.synthetic, real.frame) if real is not None else result.synthetic
+        metrics = {
+            "algorithm": spec.algorithm.variant.value,
+            "dataset": spec.data.source,
+            "runtime": spec.runtime.kind,
+            "n_parties": spec.data.n_parties,
+            "seed": spec.seed,
+            "fd": evaluator.table_fd(synthetic) if evaluator is not None else None,
+            "best_fd": result.best_fd,
+            "best_epoch": result.best_epoch,
+            "steps": result.steps,
+            "exchanges": result.exchanges,
+            "wall_seconds": time.monotonic() - started,
+            "train_seconds": result.train_seconds,
+            "steps_per_exchange": spec.algorithm.train.steps_per_exchange,
+            "train_rows": result.n_rows,
+            "synthetic_rows": len(synthetic),
+            "resumed_from_step": result.resumed_from_step,
+            "published_generator": result.published,
+            "privacy": privacy_metrics(spec, result),
+            "history": result.history,
+        }
+        with published_outputs(spec.run_dir) as out:
+            # The staging folder is this run's alone and moves in whole: plain writes suffice.
+            synthetic.to_csv(out / "synthetic.csv", index=False)
+            (out / "config.json").write_text(json.dumps(run_config(spec), indent=2))
+            if spec.output.evaluate and real is not None:
+                metrics["evaluation"] = evaluate_run(
+                    spec, real, synthetic, blocks, result.history, metrics["privacy"], out
+                )
+            (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=json_default))
+        return metrics
 
 
-def _run_experiment(
-    spec: RunSpec, grid: Grid | None, progress: Progress | None, observer: Callable | None
-) -> dict[str, Any]:
-    started = time.monotonic()
-    torch.set_num_threads(spec.runtime.torch_threads)
-    run_dir = spec.run_dir
-    if spec.algorithm.is_gafm:
-        return run_gafm(spec, grid=grid, progress=progress, observer=observer)
-    real: Dataset | None = None
-    evaluator: Evaluator | None = None
-    blocks: list[PartyData] = []
-    centralized = spec.algorithm.variant in (Variant.WGAN_GP, Variant.CTGAN)
-    if spec.output.evaluate or centralized:
-        table = load_full_table(spec.data)
-        real = table[0]
-        blocks = all_blocks(spec.data, table)
-        evaluator = Evaluator(blocks)
-    if centralized:
-        if spec.runtime.kind != "inprocess" or grid is not None:
-            raise ValueError(
-                f"algorithm={spec.algorithm.variant.value} is centralized and runs only with "
-                f"runtime=inprocess, got {spec.runtime.kind}"
-            )
-        assert evaluator is not None and real is not None
-        if spec.algorithm.variant is Variant.CTGAN:
-            result = train_ctgan(spec, real, progress)
-        else:
-            result = train_centralized(spec, blocks, evaluator, progress)
-    else:
-        result = train_federated(spec, evaluator, progress, observer, grid)
-    synthetic = conform(result.synthetic, real.frame) if real is not None else result.synthetic
-    metrics = {
-        "algorithm": spec.algorithm.variant.value,
-        "dataset": spec.data.source,
-        "runtime": spec.runtime.kind,
-        "n_parties": spec.data.n_parties,
-        "seed": spec.seed,
-        "fd": evaluator.table_fd(synthetic) if evaluator is not None else None,
-        "best_fd": result.best_fd,
-        "best_epoch": result.best_epoch,
-        "steps": result.steps,
-        "exchanges": result.exchanges,
-        "wall_seconds": time.monotonic() - started,
-        "train_seconds": result.train_seconds,
-        "steps_per_exchange": spec.algorithm.train.steps_per_exchange,
-        "train_rows": result.n_rows,
-        "synthetic_rows": len(synthetic),
-        "resumed_from_step": result.resumed_from_step,
-        "published_generator": result.published,
-        "privacy": privacy_metrics(spec, result),
-        "history": result.history,
-    }
-    config = {
+def run_config(spec: RunSpec) -> dict[str, Any]:
+    """``config.json``: the settings a run was made with (what a reused run must match)."""
+    return {
         "algorithm": spec.algorithm.to_dict(),
         "data": json.loads(spec.data.to_json()),
         "runtime": asdict(spec.runtime),
@@ -150,16 +137,38 @@ def _run_experiment(
         "evaluation": spec.evaluation.to_dict(),
         "seed": spec.seed,
     }
-    with published_outputs(run_dir) as out:
-        # The staging folder is this run's alone and moves in whole: plain writes suffice.
-        synthetic.to_csv(out / "synthetic.csv", index=False)
-        (out / "config.json").write_text(json.dumps(config, indent=2))
-        if spec.output.evaluate and real is not None:
-            metrics["evaluation"] = evaluate_run(
-                spec, real, synthetic, blocks, result.history, metrics["privacy"], out
-            )
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=json_default))
-    return metrics
+
+
+def _real_table(spec: RunSpec) -> tuple[Dataset | None, list[PartyData], Evaluator | None]:
+    """The real table, its party blocks and the evaluator, where the run evaluates or
+    trains centrally (both read every column); else nothing."""
+    if not (spec.output.evaluate or spec.algorithm.variant in CENTRALIZED):
+        return None, [], None
+    table = load_full_table(spec.data)
+    blocks = all_blocks(spec.data, table)
+    return table[0], blocks, Evaluator(blocks)
+
+
+def _train_gan(
+    spec: RunSpec,
+    real: Dataset | None,
+    blocks: list[PartyData],
+    evaluator: Evaluator | None,
+    grid: Grid | None,
+    progress: Progress | None,
+    observer: Callable | None,
+) -> VFLGANResult:
+    if spec.algorithm.variant not in CENTRALIZED:
+        return train_federated(spec, evaluator, progress, observer, grid)
+    if spec.runtime.kind != "inprocess" or grid is not None:
+        raise ValueError(
+            f"algorithm={spec.algorithm.variant.value} is centralized and runs only with "
+            f"runtime=inprocess, got {spec.runtime.kind}"
+        )
+    assert evaluator is not None and real is not None
+    if spec.algorithm.variant is Variant.CTGAN:
+        return train_ctgan(spec, real, progress)
+    return train_centralized(spec, blocks, evaluator, progress)
 
 
 def effective_evaluation(spec: RunSpec) -> EvaluationConfig:

@@ -27,7 +27,7 @@ from flwr_vflgan.config import Variant
 from flwr_vflgan.gafm.attacks import ATTACKS
 from flwr_vflgan.gafm.paper import paper_cells, paper_row
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
-from flwr_vflgan.simulations.gafm_pipeline import HEADER, NOTE
+from flwr_vflgan.simulations.gafm_pipeline import HEADER, NOTE, run_gafm
 from flwr_vflgan.simulations.seed_summary import dataset_name
 
 PAPER002_ALGORITHMS = (
@@ -166,3 +166,26 @@ def render(table: dict[str, Any]) -> str:
                         + " |"
                     )
     return "\n".join(lines) + "\n"
+
+
+TABLE = "paper002"
+
+
+def specs(
+    base: DictConfig, rc: ReproduceConfig, dataset: str, algorithm: str, epsilon: float | None
+) -> list[RunSpec]:
+    """Paper 002's runs (:func:`paper002_specs`); it has no DP rows."""
+    return paper002_specs(base, rc, dataset, algorithm) if epsilon is None else []
+
+
+def run_one(spec: RunSpec) -> dict[str, Any]:
+    """A finished run of the same configuration, else a new one."""
+    return finished(spec) or run_gafm(spec)
+
+
+def write(
+    results: Sequence[tuple[RunSpec, dict[str, Any]]], rc: ReproduceConfig
+) -> tuple[str, dict[str, Any]]:
+    """Paper 002's table: markdown and JSON."""
+    table = summarise(results)
+    return render(table), table

@@ -35,6 +35,7 @@ from flwr_vflgan.config import Variant
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.metrics.similarity import association_difference
 from flwr_vflgan.runtime.party_data import load_full_table, split_columns
+from flwr_vflgan.simulations import reproduce_vflgan
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
 from flwr_vflgan.simulations.seed_summary import dataset_name, mean_spread
 
@@ -290,3 +291,36 @@ def announce(spec: RunSpec, metrics: dict[str, Any]) -> str:
         f"f1_difference {number(utility.get('f1_difference'))}  "
         f"train {metrics.get('wall_seconds', 0.0) / 60:.1f} min"
     )
+
+
+TABLE = "paper001"
+
+
+def specs(
+    base: DictConfig, rc: ReproduceConfig, dataset: str, algorithm: str, epsilon: float | None
+) -> list[RunSpec]:
+    """Paper 001's runs (:func:`paper001_specs`); it has no DP rows."""
+    return paper001_specs(base, rc, dataset, algorithm) if epsilon is None else []
+
+
+def run_one(spec: RunSpec) -> dict[str, Any]:
+    """A finished run of the same configuration (evaluated again if the evaluation settings
+    changed), else a new one: as the VFLGAN family's reproduction does it."""
+    return reproduce_vflgan.run_one(spec)
+
+
+def rows(
+    spec: RunSpec, metrics: dict[str, Any], rc: ReproduceConfig
+) -> list[tuple[RunSpec, dict[str, Any]]]:
+    """A VT-GAN run is one row; CTGAN's is one per client count (:func:`centralized_rows`)."""
+    if spec.algorithm.variant is Variant.CTGAN:
+        return centralized_rows(spec, metrics, rc.n_parties)
+    return [(spec, metrics)]
+
+
+def write(
+    results: Sequence[tuple[RunSpec, dict[str, Any]]], rc: ReproduceConfig
+) -> tuple[str, dict[str, Any]]:
+    """Paper 001's table: markdown and JSON."""
+    table = summarise(results)
+    return render(table, rc, results[0][0].evaluation), table

@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 
 from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
-from flwr_vflgan.simulations.pipeline import run_experiment
+from flwr_vflgan.simulations.families import run_experiment
 from flwr_vflgan.simulations.reporting import Reporter
 
 log = logging.getLogger(__name__)

@@ -11,27 +11,17 @@ outputs go (default ``outputs/flwr-run-<run id>`` under the ServerApp's working 
 from __future__ import annotations
 
 import logging
-import shlex
 from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
-from hydra import compose, initialize_config_module
-from omegaconf import DictConfig
 
-from flwr_vflgan.simulations.config import register_configs, to_run_spec
-from flwr_vflgan.simulations.pipeline import run_experiment
+from flwr_vflgan.simulations.config import compose_run_config, to_run_spec
+from flwr_vflgan.simulations.families import run_experiment
 from flwr_vflgan.strategies.flower_tuning import prompt_object_pulls
 
 log = logging.getLogger(__name__)
 app = ServerApp()
-
-
-def compose_run_config(overrides: str) -> DictConfig:
-    """The composed Hydra config for a space-separated override string."""
-    register_configs()
-    with initialize_config_module("flwr_vflgan.conf", version_base=None):
-        return compose("config", overrides=shlex.split(overrides))
 
 
 @app.main()

@@ -264,7 +264,7 @@ def _run_spec(adult_small: Path, tmp_path: Path, train: dict, evaluate: bool = T
 
 
 def test_a_failed_run_leaves_no_outputs(adult_small: Path, tmp_path: Path) -> None:
-    from flwr_vflgan.simulations.pipeline import run_experiment
+    from flwr_vflgan.simulations.families import run_experiment
 
     def explode(record: dict) -> None:
         raise RuntimeError("interrupted")
@@ -278,7 +278,7 @@ def test_a_failed_run_leaves_no_outputs(adult_small: Path, tmp_path: Path) -> No
 def test_a_second_run_in_a_held_run_directory_is_refused_at_once(
     adult_small: Path, tmp_path: Path
 ) -> None:
-    from flwr_vflgan.simulations.pipeline import run_experiment
+    from flwr_vflgan.simulations.families import run_experiment
 
     spec = _run_spec(adult_small, tmp_path, {"epochs": 1, "max_steps": 2})
     with run_directory_lock(spec.run_dir):
@@ -293,7 +293,7 @@ def test_a_run_killed_in_evaluation_publishes_nothing_and_keeps_the_last_run(
     from flwr_vflgan.simulations import pipeline
 
     spec = _run_spec(adult_small, tmp_path, {"epochs": 1, "max_steps": 2}, evaluate=False)
-    pipeline.run_experiment(spec)
+    pipeline.run_gan(spec)
     before = {p.name: p.read_bytes() for p in spec.run_dir.iterdir() if p.is_file()}
     assert {"synthetic.csv", "config.json", "metrics.json"} <= set(before)
 
@@ -303,7 +303,7 @@ def test_a_run_killed_in_evaluation_publishes_nothing_and_keeps_the_last_run(
     monkeypatch.setattr(pipeline, "evaluate_tables", killed)
     again = replace(spec, seed=1, output=replace(spec.output, evaluate=True))
     with pytest.raises(KeyboardInterrupt):
-        pipeline.run_experiment(again)
+        pipeline.run_gan(again)
     after = {p.name: p.read_bytes() for p in spec.run_dir.iterdir() if p.is_file()}
     assert after == before, "a run stopped in its evaluation changed the published outputs"
     assert not [p for p in spec.run_dir.iterdir() if p.name.startswith(".publish-")]

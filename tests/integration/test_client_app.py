@@ -30,7 +30,7 @@ def test_party_clients_unpickle_as_one_instance_per_token(monkeypatch: pytest.Mo
     first, second = pickle.loads(pickle.dumps(sent)), pickle.loads(pickle.dumps(sent))
     assert first is second and first is not sent
     assert first.token == sent.token
-    assert first.gan is second.gan
+    assert first.client("vflgan") is second.client("vflgan")
     assert pickle.loads(pickle.dumps(PartyClients())) is not first
 
 
@@ -64,3 +64,25 @@ def test_a_pickled_client_app_keeps_the_party_data_between_messages(
     # A different ClientApp (another run) has clients of its own.
     _setup(cloudpickle.loads(cloudpickle.dumps(make_client_app())), spec)
     assert sorted(loads) == [0, 0, 1, 1]
+
+
+def test_every_message_type_of_the_protocol_reaches_a_family_client_method():
+    from flwr_vflgan.clients.client_app import CLIENT_FAMILIES
+    from flwr_vflgan.plugin import load_attribute
+
+    sent = {
+        value
+        for name, value in vars(P).items()
+        if name.isupper()
+        and isinstance(value, str)
+        and value.split(".")[0] in ("query", "train", "evaluate")
+        and "." in value
+    }
+    handled: list[str] = []
+    for family, entry in CLIENT_FAMILIES.items():
+        client = load_attribute(entry.client)()
+        for message_type, method in entry.handlers.items():
+            assert callable(getattr(client, method, None)), f"{family}: no method {method}"
+            handled.append(message_type)
+    assert len(handled) == len(set(handled)), "a message type is claimed by two families"
+    assert set(handled) == sent

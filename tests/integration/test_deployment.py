@@ -30,7 +30,7 @@ from flwr.common.config import parse_config_args
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.data import load_dataset, load_party_file
 from flwr_vflgan.runtime.party_data import DataSpec
-from flwr_vflgan.simulations.config import ExportConfig, to_run_spec
+from flwr_vflgan.simulations.config import ExportConfig, compose_run_config, to_run_spec
 from flwr_vflgan.simulations.export_parties import export_parties, supernode_command
 from flwr_vflgan.simulations.flower_processes import (
     HOST,
@@ -43,7 +43,6 @@ from flwr_vflgan.simulations.flower_processes import (
 from flwr_vflgan.simulations.gafm_pipeline import run_gafm
 from flwr_vflgan.simulations.local_deployment import launch_and_wait, start_superlink
 from flwr_vflgan.simulations.pipeline import train_federated
-from flwr_vflgan.simulations.server_app import compose_run_config
 from flwr_vflgan.strategies import InProcessGrid, VFLGANResult, VTGANStrategy
 
 REPO = Path(__file__).resolve().parents[2]

@@ -217,7 +217,7 @@ def test_reproduce_grid_and_table_for_paper_002(tmp_path: Path) -> None:
     assert [s.data.n_parties for s in specs] == [1, 3]
     assert [s.run_dir.name for s in specs] == ["gafm-1party", "gafm-3parties"]
     assert all(s.seed == 3 and s.algorithm.gafm.repetitions == 2 for s in specs)
-    from flwr_vflgan.simulations.pipeline import run_experiment
+    from flwr_vflgan.simulations.families import run_experiment
 
     results = [(s, run_experiment(s)) for s in specs]
     assert reproduce_gafm.finished(specs[0]) == json.loads(

@@ -142,7 +142,7 @@ def test_wgan_gp_reference_trains_on_the_concatenated_table(
     adult_small: Path, tmp_path: Path
 ) -> None:
     from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
-    from flwr_vflgan.simulations.pipeline import run_experiment
+    from flwr_vflgan.simulations.families import run_experiment
 
     spec = RunSpec(
         algorithm=VFLGANConfig.from_dict(

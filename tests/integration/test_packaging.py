@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 from flwr_vflgan.strategies import VFLGANStrategy, InProcessGrid
 from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.simulations.server_app import compose_run_config
+from flwr_vflgan.simulations.config import compose_run_config
 from flwr_vflgan.data import load_dataset
 from flwr_vflgan.clients.node import parse_args
 import flwr_vflgan

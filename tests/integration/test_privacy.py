@@ -17,7 +17,8 @@ from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.privacy import GaussianSteps, Sampling, epsilon, plan_privacy
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
 from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
-from flwr_vflgan.simulations.pipeline import Evaluator, run_experiment
+from flwr_vflgan.simulations.families import run_experiment
+from flwr_vflgan.simulations.pipeline import Evaluator
 from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
 
 SHARED = 4242

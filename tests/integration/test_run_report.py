@@ -32,7 +32,7 @@ def _spec(tmp_path: Path, data: DataSpec, train: dict, evaluation: EvaluationCon
 
 
 def test_a_vflgan_run_writes_its_evaluation_report(adult_small: Path, tmp_path: Path) -> None:
-    from flwr_vflgan.simulations.pipeline import run_experiment
+    from flwr_vflgan.simulations.families import run_experiment
 
     data = DataSpec(source=str(adult_small), n_parties=2, label="income")
     spec = _spec(tmp_path, data, {"epochs": 3, "eval_rows": 300}, FAST, rows=640)
@@ -65,7 +65,7 @@ def _even_halves(path: Path) -> list[list[str]]:
 
 @pytest.mark.slow
 def test_an_mnist_run_is_evaluated_with_the_image_metrics(tmp_path: Path) -> None:
-    from flwr_vflgan.simulations.pipeline import run_experiment
+    from flwr_vflgan.simulations.families import run_experiment
 
     assert SHARED_DATASETS.is_dir(), f"the shared datasets folder is missing: {SHARED_DATASETS}"
     data = DataSpec(
@@ -95,7 +95,7 @@ def test_a_table_with_numeric_gaps_and_numbers_as_text_trains_and_publishes_gaps
     import pandas as pd
 
     from flwr_vflgan.data import load_dataset
-    from flwr_vflgan.simulations.pipeline import run_experiment
+    from flwr_vflgan.simulations.families import run_experiment
 
     frame = load_dataset("adult").frame.iloc[:640].copy()
     rng = np.random.default_rng(0)

@@ -8,6 +8,7 @@ core never imports Hydra, Flower's ServerApp or ClientApp packages.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ SOURCES = {
 }
 
 LAYERS: list[set[str]] = [
-    {"flwr_vflgan", "checked", "atomic"},
+    {"flwr_vflgan", "checked", "atomic", "plugin"},
     {"data", "nn"},
     {"runtime", "metrics"},
     {"privacy", "evaluation"},
@@ -45,6 +46,10 @@ KNOWN_BACK_ARROWS = {("config", "vtgan"), ("config", "gafm")}
 """Allowed above, to be removed (issue 15): flwr_vflgan/config.py imports the VT-GAN and
 GAFM settings while those families import it. The test fails once one is gone, so that
 this list and PEERS shrink with it."""
+
+PLUGIN_PATH = re.compile(r"flwr_vflgan(\.[a-z_0-9]+)+(:[A-Za-z_0-9]+)?")
+"""A plug-in path string (:func:`flwr_vflgan.plugin.load_attribute`), or a module path a
+registry imports with ``importlib``."""
 
 CORE_NEVER_IMPORTS = ("hydra", "omegaconf", "flwr.serverapp", "flwr.clientapp")
 
@@ -81,6 +86,17 @@ def _imports(name: str, path: Path) -> Iterator[tuple[str, int, bool]]:
             # A name may be a submodule ("from pkg import protocol"); the resolver below
             # keeps the longest prefix that is a module.
             targets = [f"{module}.{alias.name}" for alias in node.names]
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and PLUGIN_PATH.fullmatch(node.value)
+            and _package(node.value) != "conf"  # Hydra's config package: data, not code
+        ):
+            # A plug-in path ("flwr_vflgan.x.y:attr", imported when first used) is an
+            # import the registry defers: it obeys the layer order like any other.
+            targets = [node.value.replace(":", ".")]
+            yield targets[0], node.lineno, False
+            continue
         else:
             continue
         for target in targets:

@@ -18,14 +18,13 @@ from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.metrics.similarity import association_difference
 from flwr_vflgan.simulations import reproduce_vtgan
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, register_configs, to_run_spec
-from flwr_vflgan.simulations.reproduce import (
+from flwr_vflgan.simulations.reproduce import compose_per_algorithm, run_specs
+from flwr_vflgan.simulations.reproduce_vflgan import (
     PAPER_TABLE1,
     _mean_spread,
-    compose_per_algorithm,
     dataset_name,
     finished_metrics,
     render_table,
-    run_specs,
     summarise,
 )
 

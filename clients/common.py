@@ -1,0 +1,154 @@
+"""What every family's party client shares: the error reply of a failed handler, where a
+party's data comes from, its tables loaded in this process, and the node settings every
+party reads (partition id, shared seed). Each client holds what it needs of these by
+composition; no client subclasses another's."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable
+
+from flwr.app import ConfigRecord, Context, Error, Message, RecordDict
+
+from flwr_vflgan.data import AlignmentError
+from flwr_vflgan.privacy import BudgetExceededError
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import ProtocolError, get_field
+from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_file
+from flwr_vflgan.runtime.rng import Stream, derive_seed
+
+log = logging.getLogger(__name__)
+
+ERROR_PROTOCOL = 1
+ERROR_DATA = 2
+ERROR_INTERNAL = 3
+ERROR_BUDGET = 4
+CACHE_SIZE = 8
+"""Tables and models a client keeps per process (least recently used out)."""
+
+
+def guarded(
+    msg: Message, context: Context, handler: Callable[[Message, Context], RecordDict]
+) -> Message:
+    """Run a handler and turn its failure into a Flower error reply with a clear reason."""
+    try:
+        return Message(handler(msg, context), reply_to=msg)
+    except ProtocolError as exc:
+        return Message(Error(code=ERROR_PROTOCOL, reason=f"protocol error: {exc}"), reply_to=msg)
+    except BudgetExceededError as exc:
+        return Message(
+            Error(code=ERROR_BUDGET, reason=f"privacy budget: {exc}; the step was refused"),
+            reply_to=msg,
+        )
+    except (AlignmentError, FileNotFoundError, ValueError, KeyError) as exc:
+        return Message(Error(code=ERROR_DATA, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
+    except Exception as exc:
+        log.error("party handler failed:\n%s", traceback.format_exc())
+        return Message(
+            Error(code=ERROR_INTERNAL, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
+        )
+
+
+def data_key(context: Context, cfg: ConfigRecord, partition_id: int) -> str:
+    """Where a party's data comes from: its own file (``node_config`` data-path, a
+    deployment) or its block of the server's data spec (simulation)."""
+    path = context.node_config.get(P.NODE_DATA_PATH)
+    if path:
+        return json.dumps({"file": str(path)})
+    spec_json = str(get_field(cfg, "data_spec", str))
+    if not spec_json:
+        raise ValueError(
+            f"party {partition_id} has no data: set node_config '{P.NODE_DATA_PATH}' "
+            "to its party file"
+        )
+    return json.dumps({"spec": spec_json, "partition_id": partition_id})
+
+
+def load_cached(
+    cache: OrderedDict[str, PartyData],
+    key: str,
+    block: Callable[[DataSpec, int], PartyData],
+    size: int = CACHE_SIZE,
+) -> PartyData:
+    """The party data of a :func:`data_key`, from ``cache`` (least recently used out):
+    the party file, or ``block(spec, partition_id)`` of the spec."""
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    source = json.loads(key)
+    if "file" in source:
+        data = party_file(source["file"])
+    else:
+        data = block(DataSpec.from_json(source["spec"]), int(source["partition_id"]))
+    cache[key] = data
+    while len(cache) > size:
+        cache.popitem(last=False)
+    return data
+
+
+def node_partition_id(context: Context) -> int:
+    value = context.node_config.get(P.NODE_PARTITION_ID)
+    if value is None:
+        raise ValueError(
+            f"node_config lacks '{P.NODE_PARTITION_ID}': start the SuperNode with "
+            "--node-config 'partition-id=<i> ...'"
+        )
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"node_config '{P.NODE_PARTITION_ID}' must be an integer, got {value!r}"
+        ) from None
+
+
+def node_shared_seed(context: Context, run_seed: int) -> int:
+    """The seed all parties share and the server does not know.
+
+    Order: ``node_config['shared-seed']``, then ``$FLWR_VFLGAN_SHARED_SEED``; only when
+    neither is set is it derived from the run seed, which the server also knows, and a
+    warning says so.
+    """
+    value = context.node_config.get(P.NODE_SHARED_SEED, os.environ.get(P.ENV_SHARED_SEED))
+    if value is None or value == "":
+        log.warning(
+            "no shared seed in node_config '%s' or $%s: deriving it from the run seed, which the "
+            "server knows. Set it on every party in a real deployment.",
+            P.NODE_SHARED_SEED,
+            P.ENV_SHARED_SEED,
+        )
+        return derive_seed(run_seed, Stream.NOISE, 0, 1)
+    try:
+        seed = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"shared seed must be a non-negative integer, got {value!r}") from None
+    if seed < 0:
+        raise ValueError(f"shared seed must be a non-negative integer, got {seed}")
+    return seed
+
+
+class PartyTables:
+    """A client's party tables loaded in this process, by :func:`data_key`.
+
+    ``block(spec, partition_id)`` makes a simulated party's table from the server's data
+    spec; a deployed party reads its own file.
+    """
+
+    def __init__(self, block: Callable[[DataSpec, int], PartyData], size: int = CACHE_SIZE) -> None:
+        self._cache: OrderedDict[str, PartyData] = OrderedDict()
+        self._block = block
+        self._size = size
+
+    def load(self, key: str) -> PartyData:
+        """The table of ``key``."""
+        return load_cached(self._cache, key, self._block, self._size)
+
+    def for_message(
+        self, context: Context, cfg: ConfigRecord, partition_id: int
+    ) -> tuple[str, PartyData]:
+        """The key and table a setup message's party reads."""
+        key = data_key(context, cfg, partition_id)
+        return key, self.load(key)
