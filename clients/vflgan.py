@@ -23,6 +23,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data.files import domain_sidecar
+from flwr_vflgan.gan.config import GANSettings
 from flwr_vflgan.gan.exchanges import party_apply_block, party_forward_block
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.gan.vflgan import PartyTrainer
@@ -345,7 +346,7 @@ def _layout(trainer: PartyTrainer, schedule: Schedule, block: StepBlock) -> list
     return layout
 
 
-def _schedule(config: VFLGANConfig, n_rows: int) -> Schedule:
+def _schedule(config: GANSettings, n_rows: int) -> Schedule:
     train = config.train
     return Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
 

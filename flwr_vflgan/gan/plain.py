@@ -19,7 +19,6 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
 from flwr_vflgan.gan.schedule import StepKind
 from flwr_vflgan.gan.vflgan import PartyTrainer, ServerTrainer, first_part_penalty
@@ -43,6 +42,8 @@ from flwr_vflgan.runtime.rng import (
     uniform_alpha,
 )
 
+from .config import GANSettings
+
 
 class PlainVFLGAN:
     """All parties and the server in one process, one graph per step.
@@ -55,7 +56,7 @@ class PlainVFLGAN:
 
     def __init__(
         self,
-        config: VFLGANConfig,
+        config: GANSettings,
         party_spans: Sequence[Sequence[SpanLike]],
         party_data: Sequence[torch.Tensor],
         shared_seed: int,
@@ -204,7 +205,7 @@ class CentralizedWGANGP:
 
     def __init__(
         self,
-        config: VFLGANConfig,
+        config: GANSettings,
         spans: Sequence[SpanLike],
         data: torch.Tensor,
         n_parties: int,

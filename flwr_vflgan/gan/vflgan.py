@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.losses import critic_loss, generator_loss, gradient_penalty
 from flwr_vflgan.gan.schedule import StepKind
 from flwr_vflgan.nn.models import (
@@ -49,6 +48,8 @@ from flwr_vflgan.runtime.rng import (
     torch_generator,
     uniform_alpha,
 )
+
+from .config import GANSettings
 
 
 def first_part_penalty(
@@ -91,7 +92,7 @@ class PartyTrainer:
 
     def __init__(
         self,
-        config: VFLGANConfig,
+        config: GANSettings,
         spans: Sequence[SpanLike],
         data: torch.Tensor,
         shared_seed: int,
@@ -327,7 +328,7 @@ class ServerTrainer:
 
     def __init__(
         self,
-        config: VFLGANConfig,
+        config: GANSettings,
         n_parties: int,
         seed: int,
         privacy: PrivacyPlan | None = None,

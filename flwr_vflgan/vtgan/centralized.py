@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data.modes import ModeSpecificEncoder
 from flwr_vflgan.data.schema import Schema
 from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
 
+from .config import VTGANRunSettings
 from .local import generate_local, train_local
 from .party import VTGANParty
 from .privacy import plan_vtgan_privacy
@@ -38,7 +38,7 @@ class CentralizedResult:
 
 
 def train_ctgan(
-    config: VFLGANConfig,
+    config: VTGANRunSettings,
     frame: pd.DataFrame,
     schema: Schema,
     seed: int,

@@ -1,7 +1,7 @@
 """VT-GAN's model settings (paper 001, Sections 3.1 and 4.1-4.3).
 
 The schedule and the optimiser (epochs, batch size, critic steps, learning rate, betas,
-gradient-penalty weight) come from the run's :class:`~flwr_vflgan.config.TrainConfig`,
+gradient-penalty weight) come from the run's :class:`~flwr_vflgan.gan.config.TrainConfig`,
 which ``conf/algorithm/vtgan.yaml`` sets to CTGAN's values (batch 500, Adam 2e-4 with
 betas (0.5, 0.9), lambda 10, five critic steps per generator step as paper 001's
 ``e = 5``). This module holds what only VT-GAN has.
@@ -15,9 +15,25 @@ blocks on the server and ``n4`` in each client. The paper's recommended setting
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from flwr_vflgan.checked import build_checked
+from flwr_vflgan.gan.config import TrainConfig
+from flwr_vflgan.privacy.config import DPConfig
+
+
+class VTGANRunSettings(Protocol):
+    """What VT-GAN's centralized baseline reads of a run's settings (the umbrella
+    :class:`~flwr_vflgan.config.VFLGANConfig` is one)."""
+
+    @property
+    def train(self) -> TrainConfig: ...
+
+    @property
+    def dp(self) -> DPConfig: ...
+
+    @property
+    def vtgan(self) -> VTGANSettings: ...
 
 
 def _is_int(value: object) -> bool:

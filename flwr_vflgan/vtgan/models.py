@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from flwr_vflgan.config import TrainConfig
+from flwr_vflgan.gan.config import TrainConfig
 from flwr_vflgan.nn.models import SpanLike, apply_output_activations
 
 from .config import VTGANSettings

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from flwr_vflgan.config import TrainConfig
 from flwr_vflgan.data.encoder import Span
+from flwr_vflgan.gan.config import TrainConfig
 from flwr_vflgan.nn.models import eval_mode, frozen_batchnorm_stats, seeded_init
 from flwr_vflgan.privacy.updates import PerSampleUpdate
 from flwr_vflgan.runtime.flat import FlatState

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from flwr_vflgan.config import TrainConfig
+from flwr_vflgan.gan.config import TrainConfig
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
 from flwr_vflgan.nn.models import eval_mode, seeded_init
 from flwr_vflgan.privacy.mechanisms import row_penalty
