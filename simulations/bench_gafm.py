@@ -33,11 +33,11 @@ from flwr.app import ArrayRecord, Message
 from omegaconf import DictConfig
 
 from flwr_vflgan.clients import make_client_app
-from flwr_vflgan.gafm.config import Method
+from flwr_vflgan.gafm.config import GAFMSettings, Method
 from flwr_vflgan.gafm.data import all_features, spec_labels
 from flwr_vflgan.gafm.training import PlainLink, binary_labels, train_repetition
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.simulations.config import register_configs, to_run_spec
+from flwr_vflgan.simulations.config import RunSpec, register_configs, to_run_spec
 from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid
 from flwr_vflgan.strategies.gafm import GAFMStrategy
@@ -55,48 +55,26 @@ def _payload(message: Message) -> int:
 
 
 def measure(cfg: DictConfig) -> dict[str, Any]:
-    """Run the measurements of the module docstring."""
+    """GAFM's benchmark (``python -m simulations.bench algorithm=gafm``): the measurements
+    of the module docstring, printed on one line; returns the record."""
     bench = cfg.get("bench", {})
     steps = int(bench.get("steps", 400))
-    sim_steps = int(bench.get("simulation_steps", 20))
-    simulate = bool(bench.get("simulation", True))
     spec = to_run_spec(cfg, "outputs/bench-gafm")
     torch.set_num_threads(spec.runtime.torch_threads)
-    method = Method(spec.algorithm.variant.value)
     settings = replace(
         spec.algorithm.gafm, max_steps=steps, eval_every=0, repetitions=1, epochs=10**6
     )
-    raw, ids, label = spec_labels(spec.data)
-    labels, _ = binary_labels(np.asarray(raw), settings.positive_label)
-    features = [b.encoded for b in all_features(spec.data)]
-
-    # Warm up (first calls into torch and Flower pay one-off costs), then time.
     warm = replace(settings, max_steps=int(bench.get("warmup", 20)))
-    train_repetition(method, warm, labels, PlainLink(features, warm), spec.seed)
-    started = time.perf_counter()
-    train_repetition(method, settings, labels, PlainLink(features, settings), spec.seed)
-    plain = (time.perf_counter() - started) / steps
-
-    log: list[Message] = []
-    nodes = [{P.NODE_PARTITION_ID: i} for i in range(spec.data.n_parties)]
-    strategy = GAFMStrategy(
-        method, settings, n_parties=spec.data.n_parties, seed=spec.seed, labels=raw,
-        label_ids=ids, label=label, data_spec=spec.data,
-    )  # fmt: skip
-    GAFMStrategy(
-        method, warm, n_parties=spec.data.n_parties, seed=spec.seed, labels=raw,
-        label_ids=ids, label=label, data_spec=spec.data,
-    ).start(InProcessGrid(make_client_app(), nodes))  # fmt: skip
-    started = time.perf_counter()
-    strategy.start(InProcessGrid(make_client_app(), nodes, observer=log.append))
-    inprocess = (time.perf_counter() - started) / steps
+    plain = _plain_step(spec, settings, warm) / steps
+    inprocess, log = _inprocess_run(spec, settings, warm)
+    inprocess /= steps
     step_messages = [m for m in log if m.metadata.message_type == P.GF_STEP]
     to_party = [_payload(m) for m in step_messages if m.metadata.reply_to_message_id == ""]
     from_party = [_payload(m) for m in step_messages if m.metadata.reply_to_message_id != ""]
     n = spec.data.n_parties
     result: dict[str, Any] = {
         "dataset": spec.data.source,
-        "algorithm": method.value,
+        "algorithm": spec.algorithm.variant.value,
         "n_parties": n,
         "batch_size": settings.batch_size,
         "steps": steps,
@@ -108,25 +86,53 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
             "from_party": sum(from_party) / (steps * n),
         },
     }
-    if simulate:
-        sim_settings = replace(settings, max_steps=sim_steps)
-        sim_spec = replace(spec, algorithm=replace(spec.algorithm, gafm=sim_settings))
-        sim = GAFMStrategy(
-            method, sim_settings, n_parties=n, seed=spec.seed, labels=raw, label_ids=ids,
-            label=label, data_spec=spec.data,
-        )  # fmt: skip
-        outcome = run_simulation_engine(sim, sim_spec, shared_seed_for(spec.seed))
-        rep = outcome.repetitions[0]
-        # The repetition's time covers all its exchanges (setup, steps, last update, prediction).
-        result["simulation_exchange_ms"] = 1000 * rep.seconds / outcome.exchanges
-    print(
-        f"plain {result['plain_step_ms']:.2f} ms/step, in-process grid {result['inprocess_step_ms']:.2f} "
-        f"ms/step ({result['inprocess_over_plain']:.2f}x)"
-        + (
-            f", simulation engine {result['simulation_exchange_ms']:.0f} ms/exchange"
-            if "simulation_exchange_ms" in result
-            else ""
-        ),
-        flush=True,
+    line = (
+        f"plain {result['plain_step_ms']:.2f} ms/step, in-process grid "
+        f"{result['inprocess_step_ms']:.2f} ms/step ({result['inprocess_over_plain']:.2f}x)"
     )
+    if bool(bench.get("simulation", True)):
+        sim_settings = replace(settings, max_steps=int(bench.get("simulation_steps", 20)))
+        sim_spec = replace(spec, algorithm=replace(spec.algorithm, gafm=sim_settings))
+        outcome = run_simulation_engine(
+            _strategy(spec, sim_settings), sim_spec, shared_seed_for(spec.seed)
+        )
+        # The repetition's time covers all its exchanges (setup, steps, last update, prediction).
+        result["simulation_exchange_ms"] = 1000 * outcome.repetitions[0].seconds / outcome.exchanges
+        line += f", simulation engine {result['simulation_exchange_ms']:.0f} ms/exchange"
+    print(line, flush=True)
     return result
+
+
+def _strategy(spec: RunSpec, settings: GAFMSettings) -> GAFMStrategy:
+    raw, ids, label = spec_labels(spec.data)
+    return GAFMStrategy(
+        Method(spec.algorithm.variant.value), settings, n_parties=spec.data.n_parties,
+        seed=spec.seed, labels=raw, label_ids=ids, label=label, data_spec=spec.data,
+    )  # fmt: skip
+
+
+def _plain_step(spec: RunSpec, settings: GAFMSettings, warm: GAFMSettings) -> float:
+    """Seconds of one repetition of ``settings`` with the parties as objects in this
+    process, after a warm-up repetition of ``warm`` (first calls pay one-off costs)."""
+    method = Method(spec.algorithm.variant.value)
+    raw, _, _ = spec_labels(spec.data)
+    labels, _ = binary_labels(np.asarray(raw), settings.positive_label)
+    features = [b.encoded for b in all_features(spec.data)]
+    train_repetition(method, warm, labels, PlainLink(features, warm), spec.seed)
+    started = time.perf_counter()
+    train_repetition(method, settings, labels, PlainLink(features, settings), spec.seed)
+    return time.perf_counter() - started
+
+
+def _inprocess_run(
+    spec: RunSpec, settings: GAFMSettings, warm: GAFMSettings
+) -> tuple[float, list[Message]]:
+    """Seconds of one repetition over the in-process grid (after a warm-up one) and every
+    message it sent and received."""
+    log: list[Message] = []
+    nodes = [{P.NODE_PARTITION_ID: i} for i in range(spec.data.n_parties)]
+    _strategy(spec, warm).start(InProcessGrid(make_client_app(), nodes))
+    strategy = _strategy(spec, settings)
+    started = time.perf_counter()
+    strategy.start(InProcessGrid(make_client_app(), nodes, observer=log.append))
+    return time.perf_counter() - started, log

@@ -445,25 +445,9 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             "dataset=csv needs the table: add dataset.source=/path/to/table.csv (a CSV or "
             "Parquet file)"
         )
-    variant = parse_variant(_section(cfg, "algorithm", _Algorithm)["variant"])
     runtime = RuntimeConfig(**_section(cfg, "runtime", RuntimeConfig))
-    train, gafm = _section(cfg, "train", TrainConfig), _section(cfg, "gafm", GAFMSettings)
-    # Left null, the steps per exchange are the runtime's for the families that carry
-    # several: the federated VFLGAN family and VT-GAN (train.*) and split classification
-    # (gafm.*). The centralized baselines exchange nothing.
-    federated_gan = variant in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.VTGAN)
-    if train.get("steps_per_exchange") is None:
-        train["steps_per_exchange"] = runtime.steps_per_exchange if federated_gan else 1
-    if gafm.get("steps_per_exchange") is None:
-        gafm["steps_per_exchange"] = runtime.steps_per_exchange
-    algorithm = VFLGANConfig(
-        variant=variant,
-        model=ModelConfig(**_section(cfg, "model", ModelConfig)),
-        train=TrainConfig(**train),
-        dp=DPConfig(**_section(cfg, "dp", DPConfig)),
-        vtgan=VTGANSettings(**_section(cfg, "vtgan", VTGANSettings)),
-        gafm=GAFMSettings(**gafm),
-    )
+    algorithm = _algorithm(cfg, runtime)
+    variant = algorithm.variant
     if algorithm.is_gafm and algorithm.dp.enabled:
         raise ValueError(
             f"algorithm={variant.value} has no differential privacy (paper 002 measures label "
@@ -474,24 +458,52 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             f"algorithm={variant.value} splits the columns among parties: partition.n_parties "
             f"must be >= 2, got {cfg.partition.n_parties}"
         )
+    output = OutputConfig(**_section(cfg, "output", OutputConfig))
+    data = _data_spec(cfg, algorithm, seed)
+    evaluation = to_evaluation_config(cfg)
+    return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir), evaluation)
+
+
+def _algorithm(cfg: DictConfig, runtime: RuntimeConfig) -> VFLGANConfig:
+    """The umbrella of the algorithm's settings, the runtime's steps per exchange filled
+    in where they are left null."""
+    variant = parse_variant(_section(cfg, "algorithm", _Algorithm)["variant"])
+    train, gafm = _section(cfg, "train", TrainConfig), _section(cfg, "gafm", GAFMSettings)
+    # Left null, the steps per exchange are the runtime's for the families that carry
+    # several: the federated VFLGAN family and VT-GAN (train.*) and split classification
+    # (gafm.*). The centralized baselines exchange nothing.
+    federated_gan = variant in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.VTGAN)
+    if train.get("steps_per_exchange") is None:
+        train["steps_per_exchange"] = runtime.steps_per_exchange if federated_gan else 1
+    if gafm.get("steps_per_exchange") is None:
+        gafm["steps_per_exchange"] = runtime.steps_per_exchange
+    return VFLGANConfig(
+        variant=variant,
+        model=ModelConfig(**_section(cfg, "model", ModelConfig)),
+        train=TrainConfig(**train),
+        dp=DPConfig(**_section(cfg, "dp", DPConfig)),
+        vtgan=VTGANSettings(**_section(cfg, "vtgan", VTGANSettings)),
+        gafm=GAFMSettings(**gafm),
+    )
+
+
+def _data_spec(cfg: DictConfig, algorithm: VFLGANConfig, seed: int) -> DataSpec:
+    """The table and its split among the parties."""
     dataset = DatasetConfig(**_section(cfg, "dataset", DatasetConfig))
     partition = PartitionConfig(**_section(cfg, "partition", PartitionConfig))
-    output = OutputConfig(**_section(cfg, "output", OutputConfig))
     domain = _public_domain(dataset, algorithm)
-    data = DataSpec(
+    if partition.seed is not None:
+        partition_seed = partition.seed
+    else:
+        # An importance split is a property of the table, so it does not follow the run
+        # seed: runs with different seeds share one split unless partition.seed is set.
+        partition_seed = 0 if partition.strategy == "importance" else seed
+    return DataSpec(
         source=dataset.source,
         n_parties=partition.n_parties,
         partition=partition.strategy,
         columns=tuple(tuple(c) for c in partition.columns) if partition.columns else None,
-        # An importance split is a property of the table, so it does not follow the run
-        # seed: runs with different seeds share one split unless partition.seed is set.
-        partition_seed=(
-            partition.seed
-            if partition.seed is not None
-            else 0
-            if partition.strategy == "importance"
-            else seed
-        ),
+        partition_seed=partition_seed,
         numeric_scaling=dataset.numeric_scaling,
         data_dir=dataset.data_dir,
         declared=dataset.declared or {},
@@ -501,8 +513,6 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         drop=tuple(dataset.drop or ()),
         domain=domain.to_mapping() if domain is not None else None,
     )
-    evaluation = to_evaluation_config(cfg)
-    return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir), evaluation)
 
 
 def _public_domain(dataset: DatasetConfig, algorithm: VFLGANConfig) -> PublicDomain | None:

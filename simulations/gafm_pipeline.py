@@ -23,7 +23,7 @@ from flwr_vflgan.gafm.training import ATTACKS
 from flwr_vflgan.strategies.gafm import GAFMResult, GAFMStrategy
 
 from .config import RunSpec
-from .launch import start_on_runtime
+from .launch import start_on_runtime, strategy_settings
 from .outputs import holding_run, json_default, published_outputs
 
 
@@ -47,29 +47,14 @@ def _run_gafm(
     observer: Callable | None,
 ) -> dict[str, Any]:
     settings = spec.algorithm.gafm
-    deployed = spec.runtime.kind == "deployment"
-    if settings.labels_path:
-        labels, ids, label = labels_file(settings.labels_path)
-    elif deployed:
-        raise ValueError(
-            "runtime=deployment: the label party reads its labels from gafm.labels_path (a CSV "
-            "of row ID and label); the parties' files must not contain the label"
-        )
-    else:
-        labels, ids, label = spec_labels(spec.data)
+    labels, ids, label = _labels(spec)
     strategy = GAFMStrategy(
         Method(spec.algorithm.variant.value),
         settings,
-        n_parties=spec.data.n_parties,
-        seed=spec.seed,
         labels=labels,
         label_ids=ids,
         label=label,
-        data_spec=None if deployed else spec.data,
-        poll_interval=spec.runtime.poll_interval,
-        timeout=spec.runtime.timeout,
-        node_wait_timeout=spec.runtime.node_wait_timeout,
-        progress=progress,
+        **strategy_settings(spec, progress),
     )
     result = start_on_runtime(strategy, spec, grid=grid, observer=observer)
     metrics = {
@@ -104,6 +89,19 @@ def _run_gafm(
     return metrics
 
 
+def _labels(spec: RunSpec) -> tuple[Any, Any, str]:
+    """The label party's labels, row IDs and label name: ``gafm.labels_path`` if set,
+    else (in simulation) the label column of the dataset spec."""
+    if spec.algorithm.gafm.labels_path:
+        return labels_file(spec.algorithm.gafm.labels_path)
+    if spec.runtime.kind == "deployment":
+        raise ValueError(
+            "runtime=deployment: the label party reads its labels from gafm.labels_path (a CSV "
+            "of row ID and label); the parties' files must not contain the label"
+        )
+    return spec_labels(spec.data)
+
+
 HEADER = "Norm | Cosine | Mean | Median (eq. 9) | Median split"
 """Column names of the attacks, in :data:`ATTACKS` order."""
 NOTE = (
@@ -119,7 +117,12 @@ def _pm(stat: dict[str, float]) -> str:
 
 def report(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> str:
     """``report.md``: the run, Table 2's columns, the paper's row and every seed."""
-    s = result.summary
+    lines = _run_rows(spec, result, metrics) + _summary_rows(spec, result, metrics)
+    return "\n".join(lines + _seed_rows(spec, result)) + "\n"
+
+
+def _run_rows(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> list[str]:
+    """The heading and the table that describes the run."""
     settings = spec.algorithm.gafm
     lines = [
         f"# {result.method} on {spec.data.source}",
@@ -142,9 +145,14 @@ def report(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> str:
         lines.append(
             f"| Marvell | power scale {settings.marvell_scale}, covariance model {settings.marvell_uv} |"
         )
-    auc = s["test_auc"]
-    leak = s["leak_auc"]
-    lines += [
+    return lines
+
+
+def _summary_rows(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> list[str]:
+    """Table 2's columns over the seeds, the paper's row under ours, the train AUC."""
+    s = result.summary
+    auc, leak = s["test_auc"], s["leak_auc"]
+    lines = [
         "",
         f"## Utility and privacy over {s['repetitions']} seeds (seeds {s['seeds'][0]}..{s['seeds'][-1]})",
         "",
@@ -169,10 +177,17 @@ def report(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> str:
             + " | ".join(paper_cells(paper, ATTACKS))
             + " |"
         )
-    lines += [
+    return [
+        *lines,
         "",
         *([NOTE, ""] if paper else []),
         f"Train AUC {s['train_auc']['mean']:.3f} ± {s['train_auc']['std']:.3f}.",
+    ]
+
+
+def _seed_rows(spec: RunSpec, result: GAFMResult) -> list[str]:
+    """Every seed's numbers, and each party's leak AUC when there are several."""
+    lines = [
         "",
         "## Per seed",
         "",
@@ -198,4 +213,4 @@ def report(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> str:
                 lines.append(
                     f"| {r.seed} | {p} | " + " | ".join(f"{party[a]:.3f}" for a in ATTACKS) + " |"
                 )
-    return "\n".join(lines) + "\n"
+    return lines

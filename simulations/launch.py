@@ -52,6 +52,21 @@ def inprocess_nodes(n_parties: int, shared_seed: int) -> list[dict[str, Any]]:
     ]
 
 
+def strategy_settings(spec: RunSpec, progress: Callable | None = None) -> dict[str, Any]:
+    """The keyword arguments every family's strategy takes from a run spec: the node
+    count, the server's seed, the data spec (none in a deployment, where each party reads
+    its own file), the runtime's exchange settings and the progress callback."""
+    return {
+        "n_parties": spec.data.n_parties,
+        "seed": spec.seed,
+        "data_spec": None if spec.runtime.kind == "deployment" else spec.data,
+        "poll_interval": spec.runtime.poll_interval,
+        "timeout": spec.runtime.timeout,
+        "node_wait_timeout": spec.runtime.node_wait_timeout,
+        "progress": progress,
+    }
+
+
 def start_on_runtime(
     strategy: Startable,
     spec: RunSpec,

@@ -23,15 +23,15 @@ import pandas as pd
 import torch
 from flwr.serverapp import Grid
 
-from flwr_vflgan.config import Variant
+from flwr_vflgan.config import Variant, VFLGANConfig
 from flwr_vflgan.data import Dataset, Span
 from flwr_vflgan.data.registry import image_shape_of
 from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.gan.plain import CentralizedWGANGP
-from flwr_vflgan.gan.schedule import Schedule, budget_schedule
+from flwr_vflgan.gan.schedule import Evaluations, Schedule, budget_schedule
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
-from flwr_vflgan.privacy import Mechanism, plan_privacy
+from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.privacy.guarantee import describe_guarantee
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
@@ -43,11 +43,11 @@ from flwr_vflgan.strategies import (
 )
 
 from .config import RunSpec
-from .launch import start_on_runtime
+from .launch import start_on_runtime, strategy_settings
 from .outputs import holding_run, json_default, published_outputs
 
 log = logging.getLogger(__name__)
-Progress = Callable[[dict[str, float]], None]
+Progress = Callable[[dict[str, Any]], None]
 CENTRALIZED = (Variant.WGAN_GP, Variant.CTGAN)
 """The algorithms of the GAN families that train on the whole table in one process."""
 
@@ -230,37 +230,23 @@ def train_federated(
 ) -> VFLGANResult:
     """VFLGAN / VFLGAN-base / VT-GAN over the chosen Flower runtime (or the given grid)."""
     checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
-    deployed = spec.runtime.kind == "deployment"
     strategy: VFLGANStrategy | VTGANStrategy
     if spec.algorithm.is_vtgan:
         if checkpoints is not None:
             log.info("VT-GAN runs do not write checkpoints yet (output.checkpoint is ignored)")
         strategy = VTGANStrategy(
             spec.algorithm,
-            n_parties=spec.data.n_parties,
-            seed=spec.seed,
-            data_spec=None if deployed else spec.data,
             publish_rows=spec.output.publish_rows,
-            poll_interval=spec.runtime.poll_interval,
-            timeout=spec.runtime.timeout,
-            node_wait_timeout=spec.runtime.node_wait_timeout,
-            progress=progress,
+            **strategy_settings(spec, progress),
         )
     else:
         strategy = VFLGANStrategy(
             spec.algorithm,
-            n_parties=spec.data.n_parties,
-            seed=spec.seed,
-            # In a deployment every party reads its own file; the server sends no data spec.
-            data_spec=None if deployed else spec.data,
             evaluate_fn=evaluator.encoded_fd if evaluator is not None else None,
             publish_rows=spec.output.publish_rows,
             checkpoint_dir=checkpoints,
-            party_checkpoint_root=None if deployed else checkpoints,
-            poll_interval=spec.runtime.poll_interval,
-            timeout=spec.runtime.timeout,
-            node_wait_timeout=spec.runtime.node_wait_timeout,
-            progress=progress,
+            party_checkpoint_root=None if spec.runtime.kind == "deployment" else checkpoints,
+            **strategy_settings(spec, progress),
         )
     return start_on_runtime(strategy, spec, grid=grid, observer=observer)
 
@@ -270,90 +256,86 @@ def train_centralized(
 ) -> VFLGANResult:
     """The centralized WGAN-GP reference with the same schedule, evaluation and publication."""
     started = time.monotonic()
-    spans, offset = [], 0
-    for block in blocks:
-        for s in block.encoder.spans:
-            spans.append(
-                Span(
-                    column=s.column, start=s.start + offset, width=s.width, activation=s.activation
-                )
-            )
-        offset += block.encoder.output_dim
     data = torch.cat([b.encoded for b in blocks], dim=1)
-    cfg = spec.algorithm
-    train = cfg.train
+    cfg, train = spec.algorithm, spec.algorithm.train
     schedule = Schedule(
         data.shape[0], train.batch_size, train.n_critic, train.epochs, train.max_steps
     )
-    plan = None
-    budget_stop = None
-    if cfg.dp.enabled:
-        if cfg.dp.mechanism is Mechanism.END_TO_END and not all(b.encoder.public for b in blocks):
-            raise RunStopped(
-                "dp=end_to_end needs encoders built from public metadata (dataset.domain), "
-                "but they were fitted on the rows"
-            )
-        # One data holder (the whole table): its budget is accounted like a party's.
-        plan = plan_privacy(
-            cfg.dp,
-            dataset_size=int(data.shape[0]),
-            batch_size=train.batch_size,
-            planned_steps=schedule.d_steps_before(schedule.total_steps),
-        )
-        schedule, budget_stop = budget_schedule(schedule, {0: plan.allowed_steps})
-    model = CentralizedWGANGP(cfg, spans, data, n_parties=len(blocks), seed=spec.seed, privacy=plan)
-    eval_rows = train.eval_rows or data.shape[0]
-    history: list[dict[str, float]] = []
-    best: tuple[float, int, dict] | None = None
+    plan, schedule, budget_stop = _centralized_privacy(cfg, blocks, schedule)
+    model = CentralizedWGANGP(
+        cfg, _joint_spans(blocks), data, n_parties=len(blocks), seed=spec.seed, privacy=plan
+    )
+    widths = np.cumsum([b.encoder.output_dim for b in blocks])[:-1]
+    evaluations, best = Evaluations(), None
     for step in range(schedule.total_steps):
         model.step(step, schedule.kind(step))
-        last = step + 1 == schedule.total_steps
-        epoch = schedule.epoch_of(step)
-        due = schedule.ends_epoch(step) and train.eval_every > 0 and epoch % train.eval_every == 0
-        if train.eval_every > 0 and (due or last):
-            widths = [b.encoder.output_dim for b in blocks]
-            rows = model.generate(eval_rows, epoch).numpy()
-            fd = evaluator.encoded_fd(np.split(rows, np.cumsum(widths)[:-1], axis=1))["fd"]
-            record = {
-                "epoch": epoch,
-                "step": step + 1,
-                "fd": fd,
-                "elapsed": time.monotonic() - started,
-            }
-            history.append(record)
-            if best is None or fd < best[0]:
-                best = (fd, epoch, {k: v.clone() for k, v in model.generator.state_dict().items()})
+        if schedule.evaluation_due(step, train.eval_every):
+            epoch = schedule.epoch_of(step)
+            rows = model.generate(train.eval_rows or data.shape[0], epoch).numpy()
+            fd = evaluator.encoded_fd(np.split(rows, widths, axis=1))["fd"]
+            record, improved = evaluations.add(epoch, step + 1, fd, time.monotonic() - started)
+            if improved:
+                best = {k: v.clone() for k, v in model.generator.state_dict().items()}
             if progress is not None:
-                progress({**record, "best_fd": best[0], "total_steps": schedule.total_steps})
-    use_best = best is not None and (not cfg.dp.enabled or cfg.dp.select_by_fd)
+                progress(
+                    {**record, "best_fd": evaluations.best_fd, "total_steps": schedule.total_steps}
+                )
+    use_best = evaluations.publishes_best(cfg.dp.enabled, cfg.dp.select_by_fd)
     if use_best:
         assert best is not None
-        model.generator.load_state_dict(best[2])
+        model.generator.load_state_dict(best)
     rows = model.generate(spec.output.publish_rows or data.shape[0], 0).numpy()
-    widths = [b.encoder.output_dim for b in blocks]
     parts = [
         b.encoder.inverse_transform(x)
-        for b, x in zip(blocks, np.split(rows, np.cumsum(widths)[:-1], axis=1), strict=True)
+        for b, x in zip(blocks, np.split(rows, widths, axis=1), strict=True)
     ]
     table = pd.concat(parts, axis=1)
-    table = table.iloc[
-        numpy_generator(spec.seed, Stream.PUBLISH).permutation(len(table))
-    ].reset_index(drop=True)
+    order = numpy_generator(spec.seed, Stream.PUBLISH).permutation(len(table))
+    d_steps = schedule.d_steps_before(schedule.total_steps)
     return VFLGANResult(
-        synthetic=table,
-        history=history,
-        best_epoch=best[1] if best else None,
-        best_fd=best[0] if best else None,
+        synthetic=table.iloc[order].reset_index(drop=True),
+        history=evaluations.history,
+        best_epoch=evaluations.best_epoch,
+        best_fd=evaluations.best_fd,
         steps=schedule.total_steps,
         exchanges=0,
         wall_seconds=time.monotonic() - started,
         n_rows=int(data.shape[0]),
-        privacy=[plan.summary("centralized", schedule.d_steps_before(schedule.total_steps))]
-        if plan
-        else [],
+        privacy=[plan.summary("centralized", d_steps)] if plan else [],
         budget_stop=budget_stop,
         published="best_fd" if use_best else "last",
     )
+
+
+def _joint_spans(blocks: Sequence[PartyData]) -> list[Span]:
+    """Every party's column spans, offset into the concatenated table."""
+    spans, offset = [], 0
+    for block in blocks:
+        spans += [replace(s, start=s.start + offset) for s in block.encoder.spans]
+        offset += block.encoder.output_dim
+    return spans
+
+
+def _centralized_privacy(
+    cfg: VFLGANConfig, blocks: Sequence[PartyData], schedule: Schedule
+) -> tuple[PrivacyPlan | None, Schedule, str | None]:
+    """The one data holder's plan (the whole table, accounted like a party's) and the
+    schedule cut to its budget; nothing without DP."""
+    if not cfg.dp.enabled:
+        return None, schedule, None
+    if cfg.dp.mechanism is Mechanism.END_TO_END and not all(b.encoder.public for b in blocks):
+        raise RunStopped(
+            "dp=end_to_end needs encoders built from public metadata (dataset.domain), "
+            "but they were fitted on the rows"
+        )
+    plan = plan_privacy(
+        cfg.dp,
+        dataset_size=schedule.n_rows,
+        batch_size=schedule.batch_size,
+        planned_steps=schedule.d_steps_before(schedule.total_steps),
+    )
+    cut, budget_stop = budget_schedule(schedule, {0: plan.allowed_steps})
+    return plan, cut, budget_stop
 
 
 def train_ctgan(spec: RunSpec, real: Dataset, progress: Progress | None) -> VFLGANResult:

@@ -1,15 +1,21 @@
-"""What every strategy of the project shares: its nodes, its seed, its data, and how it
-exchanges messages with the nodes.
+"""What every strategy of the project shares: its nodes, its seed, its data, how it
+exchanges messages with the nodes, and the shape of a run.
 
 A family's strategy subclasses :class:`VerticalStrategy`, stores its own validated
-settings, and calls :meth:`~VerticalStrategy.exchange` for every push-and-poll round: the
-poll interval, the timeout, the node wait and the exchange count are written here once.
+settings, and fills in the steps of :meth:`~VerticalStrategy.start`, the template every
+family follows (as Flower's own ``Strategy.start``): ``prepare`` (the setup handshake
+and what training needs), ``train`` (the loop of exchanges with its evaluations,
+best-model rule and checkpoints) and ``conclude`` (publication and the result). It calls
+:meth:`~VerticalStrategy.exchange` for every push-and-poll round: the poll interval, the
+timeout, the node wait and the party names in errors are written here once.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from flwr.app import Message
 from flwr.serverapp import Grid
@@ -18,7 +24,12 @@ from flwr_vflgan.runtime.party_data import DataSpec
 
 from .exchange import DEFAULT_POLL_INTERVAL, check_strategy_args, exchange, wait_for_nodes
 
+log = logging.getLogger(__name__)
+
 Progress = Callable[[dict[str, Any]], None]
+RunT = TypeVar("RunT")
+"""A family's state of one run, from ``prepare`` to ``conclude``."""
+ResultT = TypeVar("ResultT")
 
 
 PROGRESS_RECORD = {"progress": True}
@@ -27,8 +38,9 @@ epoch's line): a command line that prints the callback's lines filters these fro
 console and keeps them in its log file."""
 
 
-class VerticalStrategy:
-    """The node count, seed, data spec and exchange settings of a vertical run.
+class VerticalStrategy(Generic[RunT, ResultT]):
+    """The node count, seed, data spec and exchange settings of a vertical run, and the
+    template of its ``start``.
 
     Parameters
     ----------
@@ -116,3 +128,41 @@ class VerticalStrategy:
             describe=describe,
             names=self.party_names,
         )
+
+    # -- the template ---------------------------------------------------------------------
+    def start(self, grid: Grid) -> ResultT:
+        """Run the family's protocol over ``grid`` and return its result.
+
+        Waits for the nodes, then ``prepare`` (setup), ``train`` (timed alone: the
+        result's ``train_seconds``) and ``conclude`` (publication).
+
+        Raises
+        ------
+        RunStopped
+            A party failed or misbehaved, or nodes did not answer in time; the message
+            says which and why.
+        """
+        started = time.monotonic()
+        log.info("%s", self.summary())
+        nodes = self.wait_for_nodes(grid)
+        run = self.prepare(grid, nodes, started)
+        loop_started = time.monotonic()
+        self.train(run)
+        return self.conclude(run, time.monotonic() - loop_started)
+
+    def summary(self) -> str:
+        """One line describing the configured run (logged as it starts)."""
+        return f"{type(self).__name__}({self.n_parties} parties, seed {self.seed})"
+
+    def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> RunT:
+        """The setup handshake with ``nodes`` and whatever training needs; returns the
+        run's state. ``started`` is the run's start (``time.monotonic()``)."""
+        raise NotImplementedError
+
+    def train(self, run: RunT) -> None:
+        """The training loop's exchanges."""
+        raise NotImplementedError
+
+    def conclude(self, run: RunT, train_seconds: float) -> ResultT:
+        """Publication and the run's result."""
+        raise NotImplementedError

@@ -129,7 +129,16 @@ class _FlowerLink:
         return out
 
 
-class GAFMStrategy(VerticalStrategy):
+@dataclass
+class _GAFMRun:
+    """One run's state: the link to the parties and the repetitions done."""
+
+    link: _FlowerLink
+    started: float
+    results: list[RepetitionResult] = field(default_factory=list)
+
+
+class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
     """Drive GAFM, vanilla split learning, Max Norm or Marvell over a Flower grid.
 
     Parameters
@@ -191,15 +200,24 @@ class GAFMStrategy(VerticalStrategy):
         self.label = label
         self.exchanges = 0
 
-    def start(self, grid: Grid) -> GAFMResult:
-        """Run every repetition and summarise them."""
-        started = time.monotonic()
-        nodes = self.wait_for_nodes(grid)
-        link = _FlowerLink(self, grid, nodes)
-        results = []
+    def summary(self) -> str:
+        """One line describing the configured run."""
+        g = self.settings
+        return (
+            f"GAFMStrategy({self.method.value}, label party + {self.n_parties} non-label "
+            f"parties, {g.repetitions} seeds, epochs={g.epochs}, batch={g.batch_size})"
+        )
+
+    # -- the run (VerticalStrategy.start's steps) -------------------------------------------
+    def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _GAFMRun:
+        """The link to the non-label parties (each repetition has its own setup)."""
+        return _GAFMRun(_FlowerLink(self, grid, nodes), started)
+
+    def train(self, run: _GAFMRun) -> None:
+        """Every repetition, one seed each."""
         for r in range(self.settings.repetitions):
             result = train_repetition(
-                self.method, self.settings, self.labels, link, self.seed + r, self.progress
+                self.method, self.settings, self.labels, run.link, self.seed + r, self.progress
             )
             log.info(
                 "%s seed %d: test AUC %.4f, leak AUC norm %.3f mean %.3f median %.3f split %.3f",
@@ -211,13 +229,16 @@ class GAFMStrategy(VerticalStrategy):
                 result.leak_auc["median"],
                 result.leak_auc["median_split"],
             )
-            results.append(result)
+            run.results.append(result)
+
+    def conclude(self, run: _GAFMRun, train_seconds: float) -> GAFMResult:
+        """The repetitions' summary (the label party publishes no table)."""
         return GAFMResult(
             method=self.method.value,
-            repetitions=results,
-            summary=summarize(results),
+            repetitions=run.results,
+            summary=summarize(run.results),
             exchanges=self.exchanges,
-            wall_seconds=time.monotonic() - started,
+            wall_seconds=time.monotonic() - run.started,
             n_rows=len(self.labels),
             positive_rate=float(self.labels.mean()),
             extra={"positive_label": self.positive},

@@ -24,7 +24,7 @@ from flwr.serverapp import Grid
 
 from flwr_vflgan.config import Variant, VFLGANConfig
 from flwr_vflgan.gan.exchanges import server_block
-from flwr_vflgan.gan.schedule import Schedule, StepKind, budget_schedule
+from flwr_vflgan.gan.schedule import Evaluations, Schedule, StepKind, budget_schedule
 from flwr_vflgan.gan.vflgan import ServerTrainer
 from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
@@ -128,12 +128,22 @@ class _Pending:
 
 
 @dataclass
-class _Progress:
-    """The run's bookkeeping, checkpointed with the server's state."""
+class _Run:
+    """One run's state from setup to publication; the part after ``server`` is
+    checkpointed with the server's models."""
 
-    history: list[dict[str, float]] = field(default_factory=list)
-    best_fd: float | None = None
-    best_epoch: int | None = None
+    grid: Grid
+    order: list[int]
+    n_rows: int
+    schedule: Schedule
+    server: ServerTrainer
+    server_plan: PrivacyPlan | None
+    budget_stop: str | None
+    started: float
+    server_config: str
+    next_step: int = 0
+    resumed_from_step: int | None = None
+    evaluations: Evaluations = field(default_factory=Evaluations)
     exchanges: int = 1
     promote: bool = False
 
@@ -146,7 +156,7 @@ def _server_spent(plan: PrivacyPlan | None, schedule: Schedule) -> list[dict]:
     return [plan.summary("server", schedule.d_steps_before(schedule.total_steps))]
 
 
-class VFLGANStrategy(VerticalStrategy):
+class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     """Server of a VFLGAN / VFLGAN-base run.
 
     Parameters
@@ -339,19 +349,10 @@ class VFLGANStrategy(VerticalStrategy):
                 ) from exc
         return blocks
 
-    # -- the loop ------------------------------------------------------------------------
-    def start(self, grid: Grid) -> VFLGANResult:
-        """Run setup, training, evaluation and publication; return the result.
-
-        Raises
-        ------
-        RunStopped
-            A party failed or misbehaved, or nodes did not answer in time; the message
-            says which and why.
-        """
-        started = time.monotonic()
-        log.info("%s", self.summary())
-        nodes = self.wait_for_nodes(grid)
+    # -- the run (VerticalStrategy.start's steps) -------------------------------------------
+    def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _Run:
+        """Setup (or resumption from the server's checkpoint): the parties' order and rows,
+        the schedule cut to the privacy budgets, the server's trainer."""
         server_config = json.dumps(self.config.to_dict(), sort_keys=True)
         resume = self._load_checkpoint(server_config)
         start_step = int(resume[1]["next_step"]) if resume else 0
@@ -364,44 +365,38 @@ class VFLGANStrategy(VerticalStrategy):
         server_plan = self._server_privacy(schedule, allowed)
         schedule, budget_stop = budget_schedule(schedule, allowed)
         server = ServerTrainer(self.config, self.n_parties, self.seed, server_plan)
-        progress = _Progress()
+        run = _Run(
+            grid, order, n_rows, schedule, server, server_plan, budget_stop, started, server_config
+        )
         if resume:
             arrays, meta = resume
             server.state.load(arrays["flat"], meta["optimizer_steps"])
-            progress = _Progress(
-                meta["history"],
-                meta["best_fd"],
-                meta["best_epoch"],
-                meta["exchanges"] + 1,
-                meta["promote"],
-            )
+            run.next_step = run.resumed_from_step = start_step
+            run.evaluations = Evaluations(meta["history"], meta["best_fd"], meta["best_epoch"])
+            run.exchanges, run.promote = meta["exchanges"] + 1, meta["promote"]
             log.info("resuming at step %d of %d", start_step, schedule.total_steps)
-        loop_started = time.monotonic()
-        self._train(
-            grid, order, schedule, server, progress, start_step, n_rows, started, server_config
-        )
-        train_seconds = time.monotonic() - loop_started
-        # Choosing an epoch by its distance to the real table reads the real data outside
-        # the DP mechanism, so under DP the last generators are published unless asked.
-        use_best = progress.best_epoch is not None and (
-            not self.config.dp.enabled or self.config.dp.select_by_fd
-        )
-        synthetic, privacy = self._publish(grid, order, n_rows, progress.promote, use_best=use_best)
-        privacy += _server_spent(server_plan, schedule)
-        progress.exchanges += 1
+        return run
+
+    def conclude(self, run: _Run, train_seconds: float) -> VFLGANResult:
+        """Publish the best generators (or the last: :meth:`Evaluations.publishes_best`)."""
+        dp = self.config.dp
+        use_best = run.evaluations.publishes_best(dp.enabled, dp.select_by_fd)
+        synthetic, privacy = self._publish(run, use_best=use_best)
+        privacy += _server_spent(run.server_plan, run.schedule)
+        run.exchanges += 1
         return VFLGANResult(
             synthetic=synthetic,
-            history=progress.history,
-            best_epoch=progress.best_epoch,
-            best_fd=progress.best_fd,
-            steps=schedule.total_steps,
-            exchanges=progress.exchanges,
-            wall_seconds=time.monotonic() - started,
-            n_rows=n_rows,
-            resumed_from_step=start_step if resume else None,
+            history=run.evaluations.history,
+            best_epoch=run.evaluations.best_epoch,
+            best_fd=run.evaluations.best_fd,
+            steps=run.schedule.total_steps,
+            exchanges=run.exchanges,
+            wall_seconds=time.monotonic() - run.started,
+            n_rows=run.n_rows,
+            resumed_from_step=run.resumed_from_step,
             train_seconds=train_seconds,
             privacy=privacy,
-            budget_stop=budget_stop,
+            budget_stop=run.budget_stop,
             published="best_fd" if use_best else "last",
         )
 
@@ -428,133 +423,113 @@ class VFLGANStrategy(VerticalStrategy):
                 )
         return plan
 
-    def _train(
-        self,
-        grid: Grid,
-        order: Sequence[int],
-        schedule: Schedule,
-        server: ServerTrainer,
-        progress: _Progress,
-        next_step: int,
-        n_rows: int,
-        started: float,
-        server_config: str,
-    ) -> None:
-        """Exchanges from ``next_step`` to the end of ``schedule``, ``K`` steps each.
+    def train(self, run: _Run) -> None:
+        """Exchanges from ``run.next_step`` to the end of the schedule, ``K`` steps each.
 
         Each exchange applies the previous block's gradients (with the evaluation and
         checkpoint due after it) and asks for the next block's features; the last one
         only applies.
         """
-        train = self.config.train
-        eval_rows = train.eval_rows or n_rows
-        evaluating = self.evaluate_fn is not None and train.eval_every > 0
+        train, schedule = self.config.train, run.schedule
+        eval_rows = train.eval_rows or run.n_rows
         pending: _Pending | None = None
         while True:
-            last = next_step >= schedule.total_steps
+            last = run.next_step >= schedule.total_steps
             applied = pending.block.stop - 1 if pending else None
             epoch = schedule.epoch_of(applied) if applied is not None else 0
-            ends_epoch = applied is not None and schedule.ends_epoch(applied)
             do_eval = (
-                evaluating
+                self.evaluate_fn is not None
                 and applied is not None
-                and (last or (ends_epoch and epoch % train.eval_every == 0))
+                and schedule.evaluation_due(applied, train.eval_every)
             )
-            do_checkpoint = self.checkpoint_dir is not None and ends_epoch and not last
-            forward = (
-                NO_BLOCK
-                if last
-                else StepBlock(
-                    next_step, schedule.block_end(next_step, train.steps_per_exchange) - next_step
-                )
+            do_checkpoint = (
+                self.checkpoint_dir is not None
+                and applied is not None
+                and schedule.ends_epoch(applied)
+                and not last
             )
+            forward = NO_BLOCK if last else self._next_block(run)
             messages = self.configure_step(
-                order,
+                run.order,
                 pending,
                 forward,
                 epoch if do_eval else P.NO_STEP,
                 eval_rows,
                 do_checkpoint,
-                progress.promote,
+                run.promote,
             )
             replies = self.exchange(
-                grid, messages, forward.describe() if not last else "last apply"
+                run.grid, messages, forward.describe() if not last else "last apply"
             )
-            progress.exchanges += 1
-            progress.promote = False
+            run.exchanges += 1
+            run.promote = False
             if do_eval:
                 assert applied is not None
-                self._evaluate(
-                    replies, order, eval_rows, epoch, applied + 1, schedule, progress, started
-                )
+                self._evaluate(run, replies, eval_rows, epoch, applied + 1)
             if do_checkpoint:
-                self._checkpoint(server, next_step, progress, server_config)
+                self._checkpoint(run)
             if last:
                 return
-            features = self.aggregate_step(replies, order, forward, schedule)
-            pending = _Pending(forward, server_block(server, schedule, forward, features))
-            next_step = forward.stop
+            features = self.aggregate_step(replies, run.order, forward, schedule)
+            pending = _Pending(forward, server_block(run.server, schedule, forward, features))
+            run.next_step = forward.stop
+
+    def _next_block(self, run: _Run) -> StepBlock:
+        end = run.schedule.block_end(run.next_step, self.config.train.steps_per_exchange)
+        return StepBlock(run.next_step, end - run.next_step)
 
     def _evaluate(
-        self,
-        replies: Mapping[int, Message],
-        order: Sequence[int],
-        eval_rows: int,
-        epoch: int,
-        step: int,
-        schedule: Schedule,
-        progress: _Progress,
-        started: float,
+        self, run: _Run, replies: Mapping[int, Message], eval_rows: int, epoch: int, step: int
     ) -> None:
         """Score the parties' evaluation rows; mark the best generators for promotion."""
         assert self.evaluate_fn is not None
-        metrics = dict(self.evaluate_fn(self._eval_blocks(replies, order, eval_rows)))
-        fd = float(metrics["fd"])
-        record = {"epoch": epoch, "step": step, "fd": fd, "elapsed": time.monotonic() - started}
-        progress.history.append(record)
-        if progress.best_fd is None or fd < progress.best_fd:
-            progress.best_fd, progress.best_epoch, progress.promote = fd, epoch, True
+        metrics = dict(self.evaluate_fn(self._eval_blocks(replies, run.order, eval_rows)))
+        evaluations = run.evaluations
+        record, improved = evaluations.add(
+            epoch, step, float(metrics["fd"]), time.monotonic() - run.started
+        )
+        run.promote = run.promote or improved
         log.info(
             "epoch %d step %d FD %.4f (best %.4f at epoch %s)",
             epoch,
             step,
-            fd,
-            progress.best_fd,
-            progress.best_epoch,
+            record["fd"],
+            evaluations.best_fd,
+            evaluations.best_epoch,
             extra=PROGRESS_RECORD,
         )
         if self.progress is not None:
             self.progress(
-                {**record, "best_fd": progress.best_fd, "total_steps": schedule.total_steps}
+                {
+                    **record,
+                    "best_fd": evaluations.best_fd,
+                    "total_steps": run.schedule.total_steps,
+                }
             )
 
-    def _checkpoint(
-        self, server: ServerTrainer, next_step: int, progress: _Progress, server_config: str
-    ) -> None:
+    def _checkpoint(self, run: _Run) -> None:
         assert self.checkpoint_dir is not None
         save_server_checkpoint(
             self.checkpoint_dir,
-            next_step,
-            {"flat": server.state.to_numpy()},
+            run.next_step,
+            {"flat": run.server.state.to_numpy()},
             {
-                "optimizer_steps": server.state.optimizer_steps(),
-                "history": progress.history,
-                "best_fd": progress.best_fd,
-                "best_epoch": progress.best_epoch,
-                "exchanges": progress.exchanges,
-                "promote": progress.promote,
-                "config": server_config,
+                "optimizer_steps": run.server.state.optimizer_steps(),
+                "history": run.evaluations.history,
+                "best_fd": run.evaluations.best_fd,
+                "best_epoch": run.evaluations.best_epoch,
+                "exchanges": run.exchanges,
+                "promote": run.promote,
+                "config": run.server_config,
             },
         )
 
-    def _publish(
-        self, grid: Grid, order: Sequence[int], n_rows: int, promote: bool, use_best: bool
-    ) -> tuple[pd.DataFrame, list[dict]]:
-        rows = self.publish_rows or n_rows
-        content = GenerateInstruction(rows, PUBLISH_DRAW, use_best, promote).to_content()
-        messages = [Message(content, node, P.GENERATE) for node in order]
-        replies = self.exchange(grid, messages, "publication")
-        table, privacy = collect_published(replies, order, rows, self.config.dp.enabled)
+    def _publish(self, run: _Run, use_best: bool) -> tuple[pd.DataFrame, list[dict]]:
+        rows = self.publish_rows or run.n_rows
+        content = GenerateInstruction(rows, PUBLISH_DRAW, use_best, run.promote).to_content()
+        messages = [Message(content, node, P.GENERATE) for node in run.order]
+        replies = self.exchange(run.grid, messages, "publication")
+        table, privacy = collect_published(replies, run.order, rows, self.config.dp.enabled)
         # Shuffle rows before publication so row order reveals nothing about the noise draws.
         permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
         return table.iloc[permutation].reset_index(drop=True), privacy

@@ -101,7 +101,7 @@ class _Run:
         self.sums.setdefault(key, []).append(value)
 
 
-class VTGANStrategy(VerticalStrategy):
+class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     """Server of a VT-GAN run.
 
     Parameters
@@ -302,17 +302,10 @@ class VTGANStrategy(VerticalStrategy):
         except ProtocolError as exc:
             raise RunStopped(f"{self.party(node)} sent a malformed step reply: {exc}") from exc
 
-    def start(self, grid: Grid) -> VFLGANResult:
-        """Run setup, build, training and publication; return the result.
-
-        Raises
-        ------
-        RunStopped
-            A client failed or misbehaved, or nodes did not answer in time.
-        """
-        started = time.monotonic()
-        log.info("%s", self.summary())
-        nodes = self.wait_for_nodes(grid)
+    # -- the run (VerticalStrategy.start's steps) -------------------------------------------
+    def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _Run:
+        """Setup and build: the clients' order, rows and shapes, the privacy plan, the
+        server's models."""
         order, n_rows, shapes = self.aggregate_setup(
             self.exchange(grid, self.configure_setup(nodes), "setup")
         )
@@ -322,21 +315,21 @@ class VTGANStrategy(VerticalStrategy):
         server = VTGANServer(self.config.vtgan, train, shapes, self.seed, privacy, self.noise_seed)
         self._build(grid, order, server)
         self.traffic = Traffic()
-        run = _Run(grid, order, shapes, server, schedule, n_rows, started, exchanges=2)
-        loop_started = time.monotonic()
-        self._train(run)
-        train_seconds = time.monotonic() - loop_started
-        synthetic, spent = self._publish(grid, order, server, n_rows)
-        if privacy is not None:
-            d_steps = schedule.d_steps_before(schedule.total_steps)
-            spent = [server.privacy_summary(d_steps) or {}, *spent]
+        return _Run(grid, order, shapes, server, schedule, n_rows, started, exchanges=2)
+
+    def conclude(self, run: _Run, train_seconds: float) -> VFLGANResult:
+        """Publication (the last generators: VT-GAN evaluates no distance while training)."""
+        synthetic, spent = self._publish(run.grid, run.order, run.server, run.n_rows)
+        if run.server.privacy is not None:
+            d_steps = run.schedule.d_steps_before(run.schedule.total_steps)
+            spent = [run.server.privacy_summary(d_steps) or {}, *spent]
         return VFLGANResult(
             synthetic=synthetic,
             history=run.history,
-            steps=schedule.total_steps,
+            steps=run.schedule.total_steps,
             exchanges=run.exchanges + 2,
-            wall_seconds=time.monotonic() - started,
-            n_rows=n_rows,
+            wall_seconds=time.monotonic() - run.started,
+            n_rows=run.n_rows,
             train_seconds=train_seconds,
             privacy=spent,
             published="last",
@@ -422,7 +415,7 @@ class VTGANStrategy(VerticalStrategy):
         ]
         return _Forward(steps, clients, chunks, discriminator), cond_fake
 
-    def _train(self, run: _Run) -> None:
+    def train(self, run: _Run) -> None:
         """Every block of the schedule (Algorithm 1, ``K`` critic steps per exchange); a
         critic block costs one exchange, a generator step two."""
         server, schedule = run.server, run.schedule

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,15 @@ class Schedule:
         """Whether step ``step`` is the last step of its epoch."""
         return (step + 1) % self.steps_per_epoch == 0
 
+    def evaluation_due(self, step: int, eval_every: int) -> bool:
+        """Whether the generators are evaluated after step ``step``: at the end of every
+        ``eval_every``-th epoch and after the last step (never when ``eval_every`` is 0)."""
+        if eval_every <= 0:
+            return False
+        if step + 1 == self.total_steps:
+            return True
+        return self.ends_epoch(step) and self.epoch_of(step) % eval_every == 0
+
     def block_end(self, start: int, steps_per_exchange: int) -> int:
         """One past the last step of the exchange that begins at step ``start``.
 
@@ -154,3 +163,33 @@ def budget_schedule(schedule: Schedule, allowed: Mapping[int, int]) -> tuple[Sch
         raise ValueError(reason)
     log.warning("%s", reason)
     return replace(schedule, max_steps=stop), reason
+
+
+@dataclass
+class Evaluations:
+    """A run's evaluations and its best-model rule, written once for every loop that
+    trains the VFLGAN family's generators (the strategy's and the centralized one).
+
+    The generators of the evaluation with the lowest Frechet distance are the best (an
+    earlier one wins a tie); they are published unless DP forbids choosing by a
+    distance to the real table (:meth:`publishes_best`).
+    """
+
+    history: list[dict[str, float]] = field(default_factory=list)
+    best_fd: float | None = None
+    best_epoch: int | None = None
+
+    def add(self, epoch: int, step: int, fd: float, elapsed: float) -> tuple[dict, bool]:
+        """Record one evaluation; returns its record and whether it is the new best."""
+        record = {"epoch": epoch, "step": step, "fd": fd, "elapsed": elapsed}
+        self.history.append(record)
+        improved = self.best_fd is None or fd < self.best_fd
+        if improved:
+            self.best_fd, self.best_epoch = fd, epoch
+        return record, improved
+
+    def publishes_best(self, dp_enabled: bool, select_by_fd: bool) -> bool:
+        """Whether the best generators are published: there was an evaluation, and the
+        run is not under DP unless ``dp.select_by_fd`` accepts that choosing an epoch by
+        its distance to the real table reads the real data outside the mechanism."""
+        return self.best_epoch is not None and (not dp_enabled or select_by_fd)

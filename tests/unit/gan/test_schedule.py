@@ -185,3 +185,30 @@ def test_exchange_blocks_reject(start, k, message):
     s = Schedule(n_rows=50, batch_size=10, n_critic=2, epochs=2)
     with pytest.raises(ValueError, match=message):
         s.block_end(start, k)
+
+
+def test_evaluation_due_at_every_kth_epoch_end_and_after_the_last_step():
+    schedule = Schedule(n_rows=100, batch_size=10, n_critic=5, epochs=5)
+    per_epoch = schedule.steps_per_epoch
+    due = [s for s in range(schedule.total_steps) if schedule.evaluation_due(s, 2)]
+    # Epochs 2 and 4 end; the last step (epoch 5's end) is always evaluated.
+    assert due == [2 * per_epoch - 1, 4 * per_epoch - 1, schedule.total_steps - 1]
+    assert not any(schedule.evaluation_due(s, 0) for s in range(schedule.total_steps))
+    capped = Schedule(n_rows=100, batch_size=10, n_critic=5, epochs=5, max_steps=7)
+    assert [s for s in range(capped.total_steps) if capped.evaluation_due(s, 1)] == [6]
+
+
+def test_evaluations_keep_the_lowest_fd_the_earlier_on_a_tie():
+    from flwr_vflgan.gan.schedule import Evaluations
+
+    evaluations = Evaluations()
+    assert not evaluations.publishes_best(dp_enabled=False, select_by_fd=False)
+    improved = [
+        evaluations.add(e, 10 * e, fd, 0.0)[1] for e, fd in [(1, 3.0), (2, 2.0), (3, 2.0), (4, 2.5)]
+    ]
+    assert improved == [True, True, False, False]
+    assert (evaluations.best_epoch, evaluations.best_fd) == (2, 2.0)
+    assert [r["epoch"] for r in evaluations.history] == [1, 2, 3, 4]
+    assert evaluations.publishes_best(dp_enabled=False, select_by_fd=False)
+    assert not evaluations.publishes_best(dp_enabled=True, select_by_fd=False)
+    assert evaluations.publishes_best(dp_enabled=True, select_by_fd=True)
