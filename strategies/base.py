@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from flwr.app import Message
 from flwr.serverapp import Grid
@@ -23,6 +23,13 @@ from flwr.serverapp import Grid
 from flwr_vflgan.runtime.party_data import DataSpec
 
 from .exchange import DEFAULT_POLL_INTERVAL, check_strategy_args, exchange, wait_for_nodes
+
+if TYPE_CHECKING:
+    from typing import NotRequired
+
+    from typing_extensions import Unpack
+
+    __all__ = ["Unpack"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +43,21 @@ PROGRESS_RECORD = {"progress": True}
 """``extra`` of a log record that repeats what the ``progress`` callback reports (an
 epoch's line): a command line that prints the callback's lines filters these from its
 console and keeps them in its log file."""
+
+
+class StrategyArgs(TypedDict):
+    """The keyword arguments every family's strategy takes and hands to
+    :class:`VerticalStrategy` (documented there); a family's ``__init__`` takes them as
+    ``**common: Unpack[StrategyArgs]``."""
+
+    n_parties: int
+    seed: NotRequired[int]
+    data_spec: NotRequired[DataSpec | None]
+    publish_rows: NotRequired[int | None]
+    poll_interval: NotRequired[float]
+    timeout: NotRequired[float]
+    node_wait_timeout: NotRequired[float]
+    progress: NotRequired[Progress | None]
 
 
 class VerticalStrategy(Generic[RunT, ResultT]):
@@ -74,8 +96,8 @@ class VerticalStrategy(Generic[RunT, ResultT]):
         self,
         *,
         n_parties: int,
-        seed: int,
-        data_spec: DataSpec | None,
+        seed: int = 0,
+        data_spec: DataSpec | None = None,
         publish_rows: int | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         timeout: float = 600.0,

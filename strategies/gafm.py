@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -30,14 +30,15 @@ from flwr_vflgan.gafm.messages import CutValues, GAFMSetup, GAFMStep, PredictRow
 from flwr_vflgan.gafm.training import RepetitionResult, summarize, train_repetition
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import ProtocolError
-from flwr_vflgan.runtime.party_data import DataSpec
 
-from .base import VerticalStrategy
+from .base import StrategyArgs, VerticalStrategy
 from .exchange import (
-    DEFAULT_POLL_INTERVAL,
     RunStopped,
     setup_replies,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +148,6 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
         ``gafm``, ``splitnn``, ``maxnorm`` or ``marvell``.
     settings
         The models' architecture and hyperparameters, the schedule and the repetitions.
-    n_parties
-        Number of non-label parties (SuperNodes).
-    seed
-        Seed of the first repetition (repetition ``r`` uses ``seed + r``).
     labels
         The label column as the label party holds it (any two values; see
         ``settings.positive_label``), in the row order of ``label_ids``.
@@ -158,9 +155,11 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
         Row IDs of the labels, checked against every party's ID digest.
     label
         The label column's name; a party whose table contains it refuses to run.
-    data_spec
-        In simulation, the spec each party takes its feature block from; ``None`` in a
-        deployment, where every party reads its own file.
+    **common
+        The settings every strategy takes (:class:`~.base.VerticalStrategy`):
+        ``n_parties`` (non-label parties), ``seed`` (the first repetition's; repetition
+        ``r`` uses ``seed + r``), ``data_spec``, the exchange settings and ``progress``;
+        not ``publish_rows`` (no table is published).
     """
 
     def __init__(
@@ -168,29 +167,16 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
         method: Method | str,
         settings: GAFMSettings,
         *,
-        n_parties: int,
-        seed: int,
         labels: pd.Series | np.ndarray,
         label_ids: pd.Series,
         label: str,
-        data_spec: DataSpec | None = None,
-        poll_interval: float = DEFAULT_POLL_INTERVAL,
-        timeout: float = 600.0,
-        node_wait_timeout: float = 120.0,
-        progress: Callable[[dict[str, Any]], None] | None = None,
+        **common: Unpack[StrategyArgs],
     ) -> None:
         from flwr_vflgan.gafm.training import binary_labels
 
-        super().__init__(
-            n_parties=n_parties,
-            seed=seed,
-            data_spec=data_spec,
-            poll_interval=poll_interval,
-            timeout=timeout,
-            node_wait_timeout=node_wait_timeout,
-            progress=progress,
-            min_parties=1,
-        )
+        if common.get("publish_rows") is not None:
+            raise ValueError("split classification publishes no table: drop publish_rows")
+        super().__init__(**common, min_parties=1)
         self.method = Method(method)
         self.settings = settings
         self.labels, self.positive = binary_labels(np.asarray(labels), settings.positive_label)

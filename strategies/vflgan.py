@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -41,15 +42,16 @@ from flwr_vflgan.runtime.messages import (
     StepReply,
     StepTensors,
 )
-from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 
-from .base import PROGRESS_RECORD, VerticalStrategy
+from .base import PROGRESS_RECORD, StrategyArgs, VerticalStrategy
 from .exchange import (
-    DEFAULT_POLL_INTERVAL,
     RunStopped,
     setup_replies,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger(__name__)
 
@@ -163,47 +165,30 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     ----------
     config
         Algorithm configuration (sent to every party at setup).
-    n_parties
-        Number of parties; the run waits for that many nodes.
-    seed
-        The server's own seed (its gradient-penalty draws and the publication shuffle).
-        Parties derive nothing from it unless they lack a shared seed of their own.
-    data_spec
-        Table and column split for simulated parties; ``None`` in a deployment, where
-        each party reads its own file.
     evaluate_fn
         Frechet-distance evaluator with access to the real statistics (the experimenter's
         oracle, as in the paper); ``None`` disables evaluation and best-model selection.
-    publish_rows
-        Rows of the published synthetic table (default: as many as the training table).
     checkpoint_dir
         Where the server writes its checkpoints (and resumes from); ``None`` disables it.
     party_checkpoint_root
         Directory under which parties without their own ``checkpoint-dir`` write theirs
         (only meaningful when all parties share a file system, i.e. in simulation).
-    poll_interval, timeout
-        Reply polling interval and per-exchange timeout, in seconds.
-    node_wait_timeout
-        How long to wait for ``n_parties`` nodes to register.
-    progress
-        Called with a dict after every evaluation (epoch, step, fd, elapsed seconds).
+    **common
+        The settings every strategy takes (:class:`~.base.VerticalStrategy`): ``n_parties``,
+        ``seed`` (the server's own: its gradient-penalty draws and the publication
+        shuffle; parties derive nothing from it unless they lack a shared seed),
+        ``data_spec``, ``publish_rows``, the exchange settings, and ``progress`` (called
+        after every evaluation with epoch, step, fd and elapsed seconds).
     """
 
     def __init__(
         self,
         config: VFLGANConfig,
         *,
-        n_parties: int,
-        seed: int = 0,
-        data_spec: DataSpec | None = None,
         evaluate_fn: EvaluateFn | None = None,
-        publish_rows: int | None = None,
         checkpoint_dir: str | Path | None = None,
         party_checkpoint_root: str | Path | None = None,
-        poll_interval: float = DEFAULT_POLL_INTERVAL,
-        timeout: float = 600.0,
-        node_wait_timeout: float = 120.0,
-        progress: Callable[[dict[str, float]], None] | None = None,
+        **common: Unpack[StrategyArgs],
     ) -> None:
         if config.variant is Variant.WGAN_GP:
             raise ValueError(
@@ -211,17 +196,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             )
         if config.is_vtgan:
             raise ValueError(f"{config.variant.value} runs with VTGANStrategy, not VFLGANStrategy")
-        super().__init__(
-            n_parties=n_parties,
-            seed=seed,
-            data_spec=data_spec,
-            publish_rows=publish_rows,
-            poll_interval=poll_interval,
-            timeout=timeout,
-            node_wait_timeout=node_wait_timeout,
-            progress=progress,
-            min_parties=2,
-        )
+        super().__init__(**common, min_parties=2)
         self.config = config
         self.evaluate_fn = evaluate_fn
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,6 @@ from flwr_vflgan.runtime.codec import (
     get_tensor,
     tensors_to_record,
 )
-from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.vtgan.blocks import (
     BlockForward,
     StepGrads,
@@ -49,14 +49,16 @@ from flwr_vflgan.vtgan.messages import VTStepInstruction, VTStepReply
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
-from .base import PROGRESS_RECORD, VerticalStrategy
+from .base import PROGRESS_RECORD, StrategyArgs, VerticalStrategy
 from .exchange import (
-    DEFAULT_POLL_INTERVAL,
     RunStopped,
     setup_replies,
 )
 from .traffic import Traffic
 from .vflgan import PUBLISH_DRAW, VFLGANResult, collect_published
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger(__name__)
 
@@ -108,49 +110,26 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     ----------
     config
         Algorithm configuration (``variant`` ``vtgan``; sent to every client at setup).
-    n_parties
-        Number of clients; the run waits for that many nodes.
-    seed
-        The server's own seed (noise, client choice, dropout, penalty weights).
-    data_spec
-        Table and column split for simulated clients; ``None`` in a deployment.
-    publish_rows
-        Rows of the published table (default: as many as the training table).
-    poll_interval, timeout, node_wait_timeout
-        As for :class:`~flwr_vflgan.strategies.VFLGANStrategy`.
-    progress
-        Called with a dict after every epoch (epoch, step, losses, elapsed seconds).
     noise_seed
         Seed of the server's own DP-SGD noise (default: derived from ``seed``).
+    **common
+        The settings every strategy takes (:class:`~.base.VerticalStrategy`):
+        ``n_parties`` (clients), ``seed`` (the server's own: noise, client choice,
+        dropout, penalty weights), ``data_spec``, ``publish_rows``, the exchange
+        settings, and ``progress`` (called after every epoch with epoch, step, losses
+        and elapsed seconds).
     """
 
     def __init__(
         self,
         config: VFLGANConfig,
         *,
-        n_parties: int,
-        seed: int = 0,
-        data_spec: DataSpec | None = None,
-        publish_rows: int | None = None,
-        poll_interval: float = DEFAULT_POLL_INTERVAL,
-        timeout: float = 600.0,
-        node_wait_timeout: float = 120.0,
-        progress: Callable[[dict[str, float]], None] | None = None,
         noise_seed: int | None = None,
+        **common: Unpack[StrategyArgs],
     ) -> None:
         if not config.is_vtgan:
             raise ValueError(f"VTGANStrategy trains vtgan, got variant {config.variant.value!r}")
-        super().__init__(
-            n_parties=n_parties,
-            seed=seed,
-            data_spec=data_spec,
-            publish_rows=publish_rows,
-            poll_interval=poll_interval,
-            timeout=timeout,
-            node_wait_timeout=node_wait_timeout,
-            progress=progress,
-            min_parties=1,
-        )
+        super().__init__(**common, min_parties=1)
         if config.dp.enabled and config.dp.mechanism.value != "dpsgd":
             raise ValueError(
                 f"VT-GAN trains its discriminators with dp=dpsgd (paper 001, Section 4.3.4); "

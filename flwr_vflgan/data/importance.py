@@ -131,40 +131,12 @@ def feature_importance(
     from threadpoolctl import threadpool_limits
 
     _check_inputs(frame, schema, label)
-    for name, value, minimum in (
-        ("seed", seed, 0),
-        ("n_explained", n_explained, 1),
-        ("n_background", n_background, 1),
-        ("n_permutations", n_permutations, 1),
-    ):
-        _check_int(name, value, minimum)
-    if max_rows is not None:
-        _check_int("max_rows", max_rows, 10)
+    _check_counts(seed, n_explained, n_background, n_permutations, max_rows)
     features = [name for name in schema.names if name != label]
     rng = np.random.default_rng(seed)
-    table = frame.loc[frame[label].notna(), schema.names].reset_index(drop=True)
-    if max_rows is not None and len(table) > max_rows:
-        picked = np.sort(rng.choice(len(table), size=max_rows, replace=False))
-        table = table.iloc[picked].reset_index(drop=True)
+    table = _labelled_rows(frame, schema, label, max_rows, rng)
     targets = _label_strings(table[label])
-    classes, counts = np.unique(targets, return_counts=True)
-    if len(classes) < 2:
-        raise ValueError(
-            f"label {label!r} must have at least two classes to rank features, got "
-            f"{classes.tolist()}"
-        )
-    if counts.min() < 2:
-        rare = classes[counts < 2].tolist()
-        raise ValueError(
-            f"label {label!r}: classes {rare} have a single row, too few to hold some out"
-        )
-    n_held_out = math.ceil(_HOLDOUT_FRACTION * len(targets))
-    if min(n_held_out, len(targets) - n_held_out) < len(classes):
-        raise ValueError(
-            f"label {label!r} has {len(classes)} classes but only {len(targets)} rows: the "
-            f"training and held-out parts ({len(targets) - n_held_out} and {n_held_out} rows) "
-            f"must each hold one row of every class"
-        )
+    _check_classes(targets, label)
     train, held_out, y_train, _ = train_test_split(
         table[features],
         targets,
@@ -315,6 +287,58 @@ def _check_int(name: str, value: object, minimum: int) -> None:
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_counts(
+    seed: object,
+    n_explained: object,
+    n_background: object,
+    n_permutations: object,
+    max_rows: object,
+) -> None:
+    """Check :func:`feature_importance`'s seed and counts are ints in range (``max_rows`` last)."""
+    for name, value, minimum in (
+        ("seed", seed, 0),
+        ("n_explained", n_explained, 1),
+        ("n_background", n_background, 1),
+        ("n_permutations", n_permutations, 1),
+    ):
+        _check_int(name, value, minimum)
+    if max_rows is not None:
+        _check_int("max_rows", max_rows, 10)
+
+
+def _labelled_rows(
+    frame: pd.DataFrame, schema: Schema, label: str, max_rows: int | None, rng: np.random.Generator
+) -> pd.DataFrame:
+    """The schema's columns of the rows with a label, subsampled to ``max_rows`` with ``rng``."""
+    table = frame.loc[frame[label].notna(), schema.names].reset_index(drop=True)
+    if max_rows is not None and len(table) > max_rows:
+        picked = np.sort(rng.choice(len(table), size=max_rows, replace=False))
+        table = table.iloc[picked].reset_index(drop=True)
+    return table
+
+
+def _check_classes(targets: np.ndarray, label: str) -> None:
+    """Check that every class can appear on both sides of the stratified held-out split."""
+    classes, counts = np.unique(targets, return_counts=True)
+    if len(classes) < 2:
+        raise ValueError(
+            f"label {label!r} must have at least two classes to rank features, got "
+            f"{classes.tolist()}"
+        )
+    if counts.min() < 2:
+        rare = classes[counts < 2].tolist()
+        raise ValueError(
+            f"label {label!r}: classes {rare} have a single row, too few to hold some out"
+        )
+    n_held_out = math.ceil(_HOLDOUT_FRACTION * len(targets))
+    if min(n_held_out, len(targets) - n_held_out) < len(classes):
+        raise ValueError(
+            f"label {label!r} has {len(classes)} classes but only {len(targets)} rows: the "
+            f"training and held-out parts ({len(targets) - n_held_out} and {n_held_out} rows) "
+            f"must each hold one row of every class"
+        )
 
 
 def _label_strings(series: pd.Series) -> np.ndarray:

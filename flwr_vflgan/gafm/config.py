@@ -131,6 +131,13 @@ class GAFMSettings:
     labels_path: str | None = None
 
     def __post_init__(self) -> None:
+        self._check_sizes()
+        self._check_values()
+        if self.positive_label is not None:
+            object.__setattr__(self, "positive_label", str(self.positive_label))
+
+    def _check_sizes(self) -> None:
+        """Normalise the widths and betas to tuples and check the integer settings."""
         for name in ("local_hidden", "head_hidden", "disc_hidden"):
             widths = tuple(getattr(self, name))
             object.__setattr__(self, name, widths)
@@ -153,6 +160,9 @@ class GAFMSettings:
             )
         if not _is_int(self.eval_every) or self.eval_every < 0:
             raise ValueError(f"gafm.eval_every must be an integer >= 0, got {self.eval_every!r}")
+
+    def _check_values(self) -> None:
+        """Check the choices, rates, probabilities and flags (the non-integer settings)."""
         choices = {
             "local_output": ("sigmoid", "linear"),
             "cut": ("auto", "identity", "average", "concat"),
@@ -192,8 +202,6 @@ class GAFMSettings:
         for name in ("normalize", "marvell"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"gafm.{name} must be true or false, got {getattr(self, name)!r}")
-        if self.positive_label is not None:
-            object.__setattr__(self, "positive_label", str(self.positive_label))
 
     def combine(self, n_parties: int) -> Literal["identity", "average", "concat"]:
         """The cut-layer function ``F`` for ``n_parties`` non-label parties."""

@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -344,6 +345,43 @@ def _solve_1d(u: float, v: float, gsq: float, p: float, big_p: float) -> tuple[f
     return best, lam11_of(best)
 
 
+def _project_2d(w: np.ndarray) -> tuple[float, float]:
+    """Barycentric weights ``w`` clipped at 0 and scaled onto ``w1 + w2 <= 1`` (the triangle)."""
+    w1, w2 = max(float(w[0]), 0.0), max(float(w[1]), 0.0)
+    s = w1 + w2
+    if s > 1:
+        w1, w2 = w1 / s, w2 / s
+    return w1, w2
+
+
+def _refine_2d(
+    f: Callable[[np.ndarray], float], gw1: np.ndarray, gw2: np.ndarray, order: np.ndarray
+) -> tuple[float, float]:
+    """Best weights among the grid starts ``order``, their SLSQP refinements and a polish."""
+    candidates: list[tuple[float, float]] = [(float(gw1[k]), float(gw2[k])) for k in order]
+    cons = [{"type": "ineq", "fun": lambda w: 1.0 - w[0] - w[1]}]
+    for k in order:
+        start = np.array([gw1[k], gw2[k]])
+        res = minimize(
+            f,
+            start,
+            method="SLSQP",
+            bounds=[(0.0, 1.0), (0.0, 1.0)],
+            constraints=cons,
+            options={"ftol": 1e-15, "maxiter": 500},
+        )
+        candidates.append(_project_2d(res.x))
+    best = min(candidates, key=lambda w: f(np.asarray(w)))
+    polish = minimize(
+        f,
+        np.asarray(best),
+        method="Nelder-Mead",
+        options={"xatol": 1e-12, "fatol": 1e-15, "maxfev": 600},
+    )
+    candidates.append(_project_2d(polish.x))
+    return min(candidates, key=lambda w: f(np.asarray(w)))
+
+
 def _solve_2d(
     u: float, v: float, d: int, gsq: float, p: float, big_p: float
 ) -> tuple[float, float, float, float]:
@@ -369,15 +407,8 @@ def _solve_2d(
             return a, b, rest, zero
         return rest, zero, a, b
 
-    def project(w: np.ndarray) -> tuple[float, float]:
-        w1, w2 = max(float(w[0]), 0.0), max(float(w[1]), 0.0)
-        s = w1 + w2
-        if s > 1:
-            w1, w2 = w1 / s, w2 / s
-        return w1, w2
-
     def f(w: np.ndarray) -> float:
-        w1, w2 = project(w)
+        w1, w2 = _project_2d(w)
         val = float(_objective(*lambdas(np.float64(w1), np.float64(w2)), u, v, d, gsq))
         return val if math.isfinite(val) else 1e300
 
@@ -386,28 +417,7 @@ def _solve_2d(
     gw1, gw2 = i[keep] / _GRID, j[keep] / _GRID
     values = _objective(*lambdas(gw1, gw2), u, v, d, gsq)
     order = np.argsort(values)[:_N_STARTS]
-    candidates: list[tuple[float, float]] = [(float(gw1[k]), float(gw2[k])) for k in order]
-    cons = [{"type": "ineq", "fun": lambda w: 1.0 - w[0] - w[1]}]
-    for k in order:
-        start = np.array([gw1[k], gw2[k]])
-        res = minimize(
-            f,
-            start,
-            method="SLSQP",
-            bounds=[(0.0, 1.0), (0.0, 1.0)],
-            constraints=cons,
-            options={"ftol": 1e-15, "maxiter": 500},
-        )
-        candidates.append(project(res.x))
-    best = min(candidates, key=lambda w: f(np.asarray(w)))
-    polish = minimize(
-        f,
-        np.asarray(best),
-        method="Nelder-Mead",
-        options={"xatol": 1e-12, "fatol": 1e-15, "maxfev": 600},
-    )
-    candidates.append(project(polish.x))
-    w1, w2 = min(candidates, key=lambda w: f(np.asarray(w)))
+    w1, w2 = _refine_2d(f, gw1, gw2, order)
     lam10, lam20, lam11, lam21 = lambdas(np.float64(w1), np.float64(w2))
     return float(lam10), float(lam20), float(lam11), float(lam21)
 
@@ -546,19 +556,9 @@ def marvell(
     _check_grads(grads)
     n, d = grads.shape
     pos_mask = _check_labels(labels, n).to(grads.device)
-    scale = float(scale)
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a finite number > 0; got {scale}")
-    if uv_choice not in UV_CHOICES:
-        raise ValueError(f"uv_choice must be one of {UV_CHOICES}; got {uv_choice!r}")
-    if p_frac is not None:
-        p_frac = _check_p("p_frac", p_frac)
-    if sum_kl_threshold is not None:
-        sum_kl_threshold = float(sum_kl_threshold)
-        if not (math.isfinite(sum_kl_threshold) and sum_kl_threshold > 0):
-            raise ValueError(
-                f"sum_kl_threshold must be a finite number > 0; got {sum_kl_threshold}"
-            )
+    scale, p_frac, sum_kl_threshold = _check_marvell_args(
+        scale, uv_choice, p_frac, sum_kl_threshold
+    )
     n_pos = int(pos_mask.sum())
     if n_pos == 0 or n_pos == n or d == 0:
         return grads.clone(), None
@@ -577,6 +577,40 @@ def marvell(
         u = v = 0.0
     p = p_frac if p_frac is not None else n_pos / n
 
+    sol = _dynamic_solution(u, v, d, gsq, p, scale, sum_kl_threshold)
+    return grads + _marvell_noise(grads, pos_mask, g_diff, gsq, sol, generator), sol
+
+
+def _check_marvell_args(
+    scale: float, uv_choice: UvChoice, p_frac: float | None, sum_kl_threshold: float | None
+) -> tuple[float, float | None, float | None]:
+    """Checked ``(scale, p_frac, sum_kl_threshold)`` of :func:`marvell` (``uv_choice`` checked only)."""
+    scale = float(scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite number > 0; got {scale}")
+    if uv_choice not in UV_CHOICES:
+        raise ValueError(f"uv_choice must be one of {UV_CHOICES}; got {uv_choice!r}")
+    if p_frac is not None:
+        p_frac = _check_p("p_frac", p_frac)
+    if sum_kl_threshold is not None:
+        sum_kl_threshold = float(sum_kl_threshold)
+        if not (math.isfinite(sum_kl_threshold) and sum_kl_threshold > 0):
+            raise ValueError(
+                f"sum_kl_threshold must be a finite number > 0; got {sum_kl_threshold}"
+            )
+    return scale, p_frac, sum_kl_threshold
+
+
+def _dynamic_solution(
+    u: float,
+    v: float,
+    d: int,
+    gsq: float,
+    p: float,
+    scale: float,
+    sum_kl_threshold: float | None,
+) -> MarvellSolution:
+    """Marvell's solution at ``scale``, enlarged by 1.5 until ``sum_kl`` meets the threshold."""
     sol = solve_marvell(u, v, d, gsq, p, scale * gsq, scale=scale)
     if sum_kl_threshold is not None:
         steps = 0
@@ -593,7 +627,19 @@ def marvell(
                 steps,
                 scale,
             )
+    return sol
 
+
+def _marvell_noise(
+    grads: torch.Tensor,
+    pos_mask: torch.Tensor,
+    g_diff: torch.Tensor,
+    gsq: float,
+    sol: MarvellSolution,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """Per-class Gaussian noise with covariance ``Sigma_k`` of ``sol`` (draws xi, then z)."""
+    n, d = grads.shape
     unit = (g_diff / math.sqrt(gsq)).to(grads.dtype)
     along = torch.where(
         pos_mask,
@@ -605,5 +651,4 @@ def marvell(
     )
     xi = torch.randn(n, generator=generator, dtype=grads.dtype, device=grads.device)
     z = torch.randn(n, d, generator=generator, dtype=grads.dtype, device=grads.device)
-    noise = (along * xi).unsqueeze(1) * unit.unsqueeze(0) + iso.unsqueeze(1) * z
-    return grads + noise, sol
+    return (along * xi).unsqueeze(1) * unit.unsqueeze(0) + iso.unsqueeze(1) * z

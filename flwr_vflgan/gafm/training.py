@@ -207,6 +207,66 @@ def _leak(accumulators: Sequence[LeakAccumulator]) -> list[dict[str, float]]:
     return [acc.result() for acc in accumulators]
 
 
+def _train_epoch(
+    link: PartyLink,
+    label_party: LabelParty,
+    labels: np.ndarray,
+    y: torch.Tensor,
+    accumulators: Sequence[LeakAccumulator],
+    batches: list[np.ndarray],
+    k: int,
+    step: int,
+    pending: list[list[torch.Tensor]] | None,
+    stats: dict[str, float],
+) -> tuple[list[list[torch.Tensor]] | None, int, int, dict[str, float], dict[str, float]]:
+    """Run one epoch's exchanges; returns (pending grads, step, steps taken, last stats, stat sums)."""
+    sums: dict[str, float] = {}
+    taken = 0
+    # An exchange carries up to K batches and never crosses the epoch's end.
+    for start in range(0, len(batches), k):
+        block = batches[start : start + k]
+        parts_block = link.step(step, pending, block)
+        pending = []
+        for rows, parts in zip(block, parts_block, strict=True):
+            result = label_party.train_step(parts, y[rows], step)
+            pending.append(result.grads)
+            stats = result.stats
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + value
+            for acc, grad in zip(accumulators, result.grads, strict=True):
+                acc.add(grad.numpy(), labels[rows])
+            step += 1
+            taken += 1
+    return pending, step, taken, stats, sums
+
+
+def _evaluation_record(
+    link: PartyLink,
+    label_party: LabelParty,
+    labels: np.ndarray,
+    split: Split,
+    epoch: int,
+    step: int,
+    leak_parties: list[dict[str, float]],
+    sums: dict[str, float],
+    taken: int,
+    started: float,
+) -> dict[str, Any]:
+    """The history record of an evaluation: AUCs of the current models, leak AUCs, mean stats."""
+    scores = label_party.predict(link.predict(np.concatenate([split.train, split.test])))
+    train_auc, test_auc, flipped = oriented_aucs(labels, scores, split)
+    return {
+        "epoch": epoch,
+        "step": step,
+        "train_auc": train_auc,
+        "test_auc": test_auc,
+        "flipped": flipped,
+        **{f"leak_{a}": max(p[a] for p in leak_parties) for a in ATTACKS},
+        **{k: v / max(1, taken) for k, v in sums.items()},
+        "elapsed": time.monotonic() - started,
+    }
+
+
 def train_repetition(
     method: Method,
     settings: GAFMSettings,
@@ -243,26 +303,12 @@ def train_repetition(
     while epoch < settings.epochs and not done:
         for acc in accumulators:
             acc.reset()
-        sums: dict[str, float] = {}
-        taken = 0
         batches = epoch_batches(split.train, settings.batch_size, seed, epoch)
         if settings.max_steps is not None:
             batches = batches[: settings.max_steps - step]
-        # An exchange carries up to K batches and never crosses the epoch's end.
-        for start in range(0, len(batches), k):
-            block = batches[start : start + k]
-            parts_block = link.step(step, pending, block)
-            pending = []
-            for rows, parts in zip(block, parts_block, strict=True):
-                result = label_party.train_step(parts, y[rows], step)
-                pending.append(result.grads)
-                stats = result.stats
-                for key, value in stats.items():
-                    sums[key] = sums.get(key, 0.0) + value
-                for acc, grad in zip(accumulators, result.grads, strict=True):
-                    acc.add(grad.numpy(), labels[rows])
-                step += 1
-                taken += 1
+        pending, step, taken, stats, sums = _train_epoch(
+            link, label_party, labels, y, accumulators, batches, k, step, pending, stats
+        )
         if settings.max_steps is not None and step >= settings.max_steps:
             done = True
         epoch += 1
@@ -271,21 +317,25 @@ def train_repetition(
         if last or (settings.eval_every and epoch % settings.eval_every == 0):
             link.step(step, pending, [])
             pending = None
-            scores = label_party.predict(link.predict(np.concatenate([split.train, split.test])))
-            train_auc, test_auc, flipped = oriented_aucs(labels, scores, split)
-            record: dict[str, Any] = {
-                "epoch": epoch,
-                "step": step,
-                "train_auc": train_auc,
-                "test_auc": test_auc,
-                "flipped": flipped,
-                **{f"leak_{a}": max(p[a] for p in leak_parties) for a in ATTACKS},
-                **{k: v / max(1, taken) for k, v in sums.items()},
-                "elapsed": time.monotonic() - started,
-            }
+            record = _evaluation_record(
+                link, label_party, labels, split, epoch, step, leak_parties, sums, taken, started
+            )
             history.append(record)
             if progress is not None:
                 progress({**record, "seed": seed, "epochs": settings.epochs})
+    return _repetition_result(seed, history, leak_parties, step, epoch, started, stats)
+
+
+def _repetition_result(
+    seed: int,
+    history: list[dict[str, Any]],
+    leak_parties: list[dict[str, float]],
+    step: int,
+    epoch: int,
+    started: float,
+    stats: dict[str, float],
+) -> RepetitionResult:
+    """The repetition's result: final AUCs from the last history record, worst-party leaks."""
     # The loop's last record (always made) predicted with the final models.
     train_auc, test_auc, flipped = (
         history[-1]["train_auc"],

@@ -398,27 +398,12 @@ class ImageEvaluator:
         """
         if not isinstance(config, ImageMetricsConfig):
             raise TypeError(f"config must be an ImageMetricsConfig, got {type(config).__name__}")
-        columns = _check_pixel_columns(pixel_columns)
-        raw = _pixel_matrix(real, columns, "real")
-        if len(real) < _MIN_REAL_ROWS:
-            raise MetricInputError(
-                f"the real table needs at least {_MIN_REAL_ROWS} rows, got {len(real)}"
-            )
-        codes, classes = _label_codes(real, label)
-        low, high = float(raw.min()), float(raw.max())
-        if not high > low:
-            raise ValueError(f"every real pixel has the same value {low}; cannot scale pixels")
+        columns, raw, codes, classes, low, high = _real_table(real, pixel_columns, label)
 
         pixels = torch.from_numpy((raw - low) / (high - low)).float()
         targets = torch.from_numpy(codes)
         n_rows = len(pixels)
-        n_holdout = max(1, round(config.holdout_fraction * n_rows))
-        # Independent streams, so the autoencoder's schedule does not move the classifier.
-        split_seed, autoencoder_seed, classifier_seed = (
-            int(s.generate_state(1)[0]) for s in np.random.SeedSequence(config.seed).spawn(3)
-        )
-        order = np.random.default_rng(split_seed).permutation(n_rows)
-        holdout, train = torch.from_numpy(order[:n_holdout]), torch.from_numpy(order[n_holdout:])
+        holdout, train, autoencoder_seed, classifier_seed = _holdout_and_seeds(n_rows, config)
 
         with _single_thread():
             autoencoder = _fit_autoencoder(pixels[train], config, autoencoder_seed)
@@ -566,6 +551,37 @@ class ImageEvaluator:
             "classifier_accuracy": self.classifier_accuracy,
             "autoencoder_mse": self.autoencoder_mse,
         }
+
+
+def _real_table(
+    real: pd.DataFrame, pixel_columns: Sequence[str], label: str
+) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, tuple[object, ...], float, float]:
+    """Checked real pixels and labels: (columns, raw pixels, class codes, classes, low, high)."""
+    columns = _check_pixel_columns(pixel_columns)
+    raw = _pixel_matrix(real, columns, "real")
+    if len(real) < _MIN_REAL_ROWS:
+        raise MetricInputError(
+            f"the real table needs at least {_MIN_REAL_ROWS} rows, got {len(real)}"
+        )
+    codes, classes = _label_codes(real, label)
+    low, high = float(raw.min()), float(raw.max())
+    if not high > low:
+        raise ValueError(f"every real pixel has the same value {low}; cannot scale pixels")
+    return columns, raw, codes, classes, low, high
+
+
+def _holdout_and_seeds(
+    n_rows: int, config: ImageMetricsConfig
+) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """Seeded held-out and training rows, and the autoencoder's and classifier's seeds."""
+    n_holdout = max(1, round(config.holdout_fraction * n_rows))
+    # Independent streams, so the autoencoder's schedule does not move the classifier.
+    split_seed, autoencoder_seed, classifier_seed = (
+        int(s.generate_state(1)[0]) for s in np.random.SeedSequence(config.seed).spawn(3)
+    )
+    order = np.random.default_rng(split_seed).permutation(n_rows)
+    holdout, train = torch.from_numpy(order[:n_holdout]), torch.from_numpy(order[n_holdout:])
+    return holdout, train, autoencoder_seed, classifier_seed
 
 
 def _label_codes(real: pd.DataFrame, label: str) -> tuple[np.ndarray, tuple[object, ...]]:

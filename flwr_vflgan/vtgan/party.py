@@ -139,6 +139,12 @@ class VTGANParty:
         self.sampler = ConditionSampler(encoded, self.discrete_spans, settings.log_frequency)
         self.order = np.arange(self.n_rows)
         self.round = 0
+        self._build_models(int(encoded.shape[1]))
+        self._set_up_privacy(encoded, privacy, noise_seed)
+
+    def _build_models(self, width: int) -> None:
+        """Seeded ``G^b_i`` and ``D^b_i`` (``D^b_i`` reads ``width`` columns), their Adams and state."""
+        settings, train, layout = self.settings, self.train, self.layout
         with seeded_init(derive_seed(self.private_seed, Stream.INIT)):
             self.generator = ClientGenerator(
                 layout.chunk_width,
@@ -147,12 +153,15 @@ class VTGANParty:
                 self.spans,
                 settings.gumbel_tau,
             )
-            self.discriminator = ClientDiscriminator(
-                int(encoded.shape[1]), layout.d_block_width, settings
-            )
+            self.discriminator = ClientDiscriminator(width, layout.d_block_width, settings)
         self.g_opt = adam(self.generator, train, settings)
         self.d_opt = adam(self.discriminator, train, settings)
         self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
+
+    def _set_up_privacy(
+        self, encoded: np.ndarray, privacy: VTGANPrivacy | None, noise_seed: int | None
+    ) -> None:
+        """DP state: the noised ``D^b_i`` update, the one noisy count release, the row codes."""
         self.privacy = privacy
         if noise_seed is None:
             noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
@@ -160,7 +169,7 @@ class VTGANParty:
         self._counts: list[np.ndarray] | None = None
         if privacy is not None:
             self.d_update = PerSampleUpdate(
-                privacy.noise_multiplier, privacy.clip, train.batch_size, noise_seed
+                privacy.noise_multiplier, privacy.clip, self.train.batch_size, noise_seed
             )
             # The client's one release of its category counts (accounted in the plan).
             self._counts = noisy_counts(

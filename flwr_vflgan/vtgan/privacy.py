@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +181,45 @@ def plan_vtgan_privacy(
         If the mechanism is not ``dpsgd``, ``delta >= 1/n``, the count release alone
         spends the target, or a given ``dp.noise_multiplier`` overspends it.
     """
+    target = _checked_target(
+        config, count_noise=count_noise, dataset_size=dataset_size, planned_steps=planned_steps
+    )
+
+    def plan(sigma: float) -> VTGANPrivacy:
+        return VTGANPrivacy(
+            config,
+            len(count_columns),
+            dataset_size,
+            batch_size,
+            planned_steps,
+            sigma,
+            count_noise,
+            tuple(count_columns),
+        )
+
+    if config.noise_multiplier is not None:
+        fixed = plan(float(config.noise_multiplier))
+        spent = fixed.joint_epsilon(planned_steps)
+        if spent > target:
+            raise ValueError(
+                f"dp.noise_multiplier={config.noise_multiplier:g} spends epsilon {spent:.3f} "
+                f"over the {planned_steps} planned discriminator steps, above dp.target_epsilon="
+                f"{target:g}; raise the noise, lower the steps, or leave the noise unset"
+            )
+        return fixed
+    floor = plan(1e6).joint_epsilon(planned_steps)
+    if floor >= target:
+        raise ValueError(
+            f"the category-count release alone spends epsilon {floor:.3f} of dp.target_epsilon="
+            f"{target:g}: raise vtgan.dp_count_noise or the target"
+        )
+    return plan(math.exp(_calibrated_log_sigma(plan, planned_steps, target)))
+
+
+def _checked_target(
+    config: DPConfig, *, count_noise: float, dataset_size: int, planned_steps: int
+) -> float:
+    """The target epsilon, once the plan's inputs are checked (the errors of the plan)."""
     if config.mechanism is not Mechanism.DPSGD:
         raise ValueError(
             f"VT-GAN trains its discriminators with dp=dpsgd (paper 001, Section 4.3.4), "
@@ -200,36 +240,13 @@ def plan_vtgan_privacy(
         raise ValueError(f"the schedule plans {planned_steps} discriminator steps; need >= 1")
     if not count_noise > 0:
         raise ValueError(f"vtgan.dp_count_noise must be > 0, got {count_noise!r}")
+    return float(config.target_epsilon)
 
-    def plan(sigma: float) -> VTGANPrivacy:
-        return VTGANPrivacy(
-            config,
-            len(count_columns),
-            dataset_size,
-            batch_size,
-            planned_steps,
-            sigma,
-            count_noise,
-            tuple(count_columns),
-        )
 
-    target = float(config.target_epsilon)
-    if config.noise_multiplier is not None:
-        fixed = plan(float(config.noise_multiplier))
-        spent = fixed.joint_epsilon(planned_steps)
-        if spent > target:
-            raise ValueError(
-                f"dp.noise_multiplier={config.noise_multiplier:g} spends epsilon {spent:.3f} "
-                f"over the {planned_steps} planned discriminator steps, above dp.target_epsilon="
-                f"{target:g}; raise the noise, lower the steps, or leave the noise unset"
-            )
-        return fixed
-    floor = plan(1e6).joint_epsilon(planned_steps)
-    if floor >= target:
-        raise ValueError(
-            f"the category-count release alone spends epsilon {floor:.3f} of dp.target_epsilon="
-            f"{target:g}: raise vtgan.dp_count_noise or the target"
-        )
+def _calibrated_log_sigma(
+    plan: Callable[[float], VTGANPrivacy], planned_steps: int, target: float
+) -> float:
+    """Log of the smallest sigma (to 0.1%) whose plan spends at most ``target``."""
     # Epsilon falls as sigma grows. Bracket by decades, then bisect log sigma to 0.1%:
     # each evaluation recomputes the without-replacement RDP curve (about a second).
     sigma = 1.0
@@ -249,7 +266,7 @@ def plan_vtgan_privacy(
             high = middle
         else:
             low = middle
-    return plan(math.exp(high))
+    return high
 
 
 def noisy_counts(
