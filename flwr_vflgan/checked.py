@@ -15,3 +15,9 @@ def build_checked(cls: type[T], values: dict[str, Any], section: str) -> T:
     if unknown:
         raise ValueError(f"unknown {section} config keys {unknown}; valid: {sorted(valid)}")
     return cls(**values)
+
+
+def is_int(value: object) -> bool:
+    """Whether ``value`` is an integer (``True`` and ``False`` are not, though Python's
+    ``bool`` is an ``int``)."""
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -214,17 +214,16 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 def party_peak_rss_mb(spec: Any) -> float:
     """Peak RSS (MiB) of a child process that runs one party."""
+    return probe_peak_rss_mb(
+        _PARTY_PROBE, spec.data.to_json(), json.dumps(spec.algorithm.to_dict())
+    )
+
+
+def probe_peak_rss_mb(probe: str, *args: str) -> float:
+    """Run the Python source ``probe`` with ``args`` in a child process; the last line it
+    prints is its peak RSS in MiB (a party's memory, apart from this benchmark's)."""
     out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _PARTY_PROBE,
-            spec.data.to_json(),
-            json.dumps(spec.algorithm.to_dict()),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-c", probe, *args], check=True, capture_output=True, text=True
     )
     return float(out.stdout.strip().splitlines()[-1])
 

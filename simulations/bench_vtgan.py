@@ -41,8 +41,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from dataclasses import replace
@@ -60,6 +58,7 @@ from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import party_block
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
+from flwr_vflgan.simulations.bench_vflgan import probe_peak_rss_mb
 from flwr_vflgan.simulations.config import register_configs, to_run_spec
 from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid, VTGANStrategy
@@ -324,21 +323,13 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 def party_peak_rss_mb(spec: Any, server: VTGANServer) -> float:
     """Peak RSS (MiB) of a child process that runs client 0, never chosen."""
     layout = server.layouts[0]
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _PARTY_PROBE,
-            spec.data.to_json(),
-            json.dumps(spec.algorithm.to_dict()),
-            json.dumps([layout.chunk_width, layout.g_block_width, layout.d_block_width]),
-            str(shared_seed_for(spec.seed)),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
+    return probe_peak_rss_mb(
+        _PARTY_PROBE,
+        spec.data.to_json(),
+        json.dumps(spec.algorithm.to_dict()),
+        json.dumps([layout.chunk_width, layout.g_block_width, layout.d_block_width]),
+        str(shared_seed_for(spec.seed)),
     )
-    return float(out.stdout.strip().splitlines()[-1])
 
 
 # -- entry point ------------------------------------------------------------------------------

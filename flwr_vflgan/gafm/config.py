@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from flwr_vflgan.checked import build_checked
+from flwr_vflgan.checked import build_checked, is_int
 
 CutCombine = Literal["auto", "identity", "average", "concat"]
 LocalOutput = Literal["sigmoid", "linear"]
@@ -33,10 +33,6 @@ class Method(StrEnum):
     """Vanilla split learning with Max Norm's gradient noise (Li et al. 2022)."""
     MARVELL = "marvell"
     """Vanilla split learning with Marvell's optimised gradient noise (Li et al. 2022)."""
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -141,24 +137,24 @@ class GAFMSettings:
         for name in ("local_hidden", "head_hidden", "disc_hidden"):
             widths = tuple(getattr(self, name))
             object.__setattr__(self, name, widths)
-            if any(not _is_int(w) or w <= 0 for w in widths):
+            if any(not is_int(w) or w <= 0 for w in widths):
                 raise ValueError(f"gafm.{name} must list positive integers, got {list(widths)}")
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
         for name in ("cut_dim", "batch_size", "epochs", "repetitions"):
             value = getattr(self, name)
-            if not _is_int(value) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ValueError(f"gafm.{name} must be a positive integer, got {value!r}")
         if self.batch_size < 2:
             raise ValueError(f"gafm.batch_size must be >= 2, got {self.batch_size}")
-        if self.max_steps is not None and (not _is_int(self.max_steps) or self.max_steps < 1):
+        if self.max_steps is not None and (not is_int(self.max_steps) or self.max_steps < 1):
             raise ValueError(
                 f"gafm.max_steps must be a positive integer or null, got {self.max_steps!r}"
             )
-        if not _is_int(self.steps_per_exchange) or self.steps_per_exchange < 1:
+        if not is_int(self.steps_per_exchange) or self.steps_per_exchange < 1:
             raise ValueError(
                 f"gafm.steps_per_exchange must be a positive integer, got {self.steps_per_exchange!r}"
             )
-        if not _is_int(self.eval_every) or self.eval_every < 0:
+        if not is_int(self.eval_every) or self.eval_every < 0:
             raise ValueError(f"gafm.eval_every must be an integer >= 0, got {self.eval_every!r}")
 
     def _check_values(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from flwr_vflgan.checked import is_int
 from flwr_vflgan.privacy.config import DPConfig
 
 
@@ -41,10 +42,6 @@ class GANSettings(Protocol):
         ...
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _check_positive(name: str, value: float) -> None:
     if not value > 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
@@ -54,7 +51,7 @@ def _check_widths(name: str, widths: tuple[int, ...], allow_empty: bool) -> None
     if not allow_empty and len(widths) == 0:
         raise ValueError(f"{name} must list at least one layer width, got ()")
     for w in widths:
-        if not _is_int(w) or w <= 0:
+        if not is_int(w) or w <= 0:
             raise ValueError(f"{name} must contain positive integers, got {widths!r}")
 
 
@@ -97,9 +94,9 @@ class ModelConfig:
         object.__setattr__(self, "generator_hidden", tuple(self.generator_hidden))
         object.__setattr__(self, "disc_hidden", tuple(self.disc_hidden))
         object.__setattr__(self, "shared_hidden", tuple(self.shared_hidden))
-        if not _is_int(self.latent_dim) or self.latent_dim <= 0:
+        if not is_int(self.latent_dim) or self.latent_dim <= 0:
             raise ValueError(f"latent_dim must be a positive integer, got {self.latent_dim!r}")
-        if not _is_int(self.feature_dim) or self.feature_dim <= 0:
+        if not is_int(self.feature_dim) or self.feature_dim <= 0:
             raise ValueError(f"feature_dim must be a positive integer, got {self.feature_dim!r}")
         _check_widths("generator_hidden", self.generator_hidden, allow_empty=False)
         _check_widths("disc_hidden", self.disc_hidden, allow_empty=True)
@@ -175,19 +172,19 @@ class TrainConfig:
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
         for name in ("epochs", "batch_size", "n_critic", "steps_per_exchange"):
             value = getattr(self, name)
-            if not _is_int(value) or value <= 0:
+            if not is_int(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.batch_size < 2:
             raise ValueError(
                 f"batch_size must be >= 2 (the generator's BatchNorm needs two rows), got {self.batch_size}"
             )
-        if self.max_steps is not None and (not _is_int(self.max_steps) or self.max_steps <= 0):
+        if self.max_steps is not None and (not is_int(self.max_steps) or self.max_steps <= 0):
             raise ValueError(
                 f"max_steps must be a positive integer or null, got {self.max_steps!r}"
             )
-        if self.eval_rows is not None and (not _is_int(self.eval_rows) or self.eval_rows <= 1):
+        if self.eval_rows is not None and (not is_int(self.eval_rows) or self.eval_rows <= 1):
             raise ValueError(f"eval_rows must be an integer > 1 or null, got {self.eval_rows!r}")
-        if not _is_int(self.eval_every) or self.eval_every < 0:
+        if not is_int(self.eval_every) or self.eval_every < 0:
             raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
         _check_positive("lr", self.lr)
         _check_positive("gp_weight", self.gp_weight)

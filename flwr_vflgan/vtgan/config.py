@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from flwr_vflgan.checked import build_checked
+from flwr_vflgan.checked import build_checked, is_int
 from flwr_vflgan.gan.config import TrainConfig
 from flwr_vflgan.privacy.config import DPConfig
 
@@ -34,10 +34,6 @@ class VTGANRunSettings(Protocol):
 
     @property
     def vtgan(self) -> VTGANSettings: ...
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -104,11 +100,11 @@ class VTGANSettings:
     def __post_init__(self) -> None:
         for name in ("g_server_blocks", "g_client_blocks", "d_server_blocks", "d_client_blocks"):
             value = getattr(self, name)
-            if not _is_int(value) or value < 0:
+            if not is_int(value) or value < 0:
                 raise ValueError(f"vtgan.{name} must be an integer >= 0, got {value!r}")
         for name in ("latent_dim", "generator_width", "discriminator_width", "max_modes"):
             value = getattr(self, name)
-            if not _is_int(value) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ValueError(f"vtgan.{name} must be a positive integer, got {value!r}")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"vtgan.dropout must be in [0, 1), got {self.dropout!r}")
@@ -155,7 +151,7 @@ def proportional_split(total: int, weights: list[int] | tuple[int, ...]) -> list
     ValueError
         If a weight is not positive or ``total`` is smaller than the number of parts.
     """
-    if not weights or any(not _is_int(w) or w <= 0 for w in weights):
+    if not weights or any(not is_int(w) or w <= 0 for w in weights):
         raise ValueError(f"weights must be positive integers, got {list(weights)}")
     if total < len(weights):
         raise ValueError(f"cannot split {total} into {len(weights)} parts of at least 1")
