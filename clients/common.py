@@ -12,12 +12,12 @@ import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 
-from flwr.app import ConfigRecord, Context, Error, Message, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
 
 from flwr_vflgan.data import AlignmentError
 from flwr_vflgan.privacy import BudgetExceededError
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.runtime.codec import ProtocolError, get_field
+from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_file
 from flwr_vflgan.runtime.rng import Stream, derive_seed
 
@@ -53,19 +53,18 @@ def guarded(
         )
 
 
-def data_key(context: Context, cfg: ConfigRecord, partition_id: int) -> str:
+def data_key(context: Context, data_spec: str, partition_id: int) -> str:
     """Where a party's data comes from: its own file (``node_config`` data-path, a
-    deployment) or its block of the server's data spec (simulation)."""
+    deployment) or its block of the server's data spec (``data_spec``, JSON; simulation)."""
     path = context.node_config.get(P.NODE_DATA_PATH)
     if path:
         return json.dumps({"file": str(path)})
-    spec_json = str(get_field(cfg, "data_spec", str))
-    if not spec_json:
+    if not data_spec:
         raise ValueError(
             f"party {partition_id} has no data: set node_config '{P.NODE_DATA_PATH}' "
             "to its party file"
         )
-    return json.dumps({"spec": spec_json, "partition_id": partition_id})
+    return json.dumps({"spec": data_spec, "partition_id": partition_id})
 
 
 def load_cached(
@@ -146,9 +145,9 @@ class PartyTables:
         """The table of ``key``."""
         return load_cached(self._cache, key, self._block, self._size)
 
-    def for_message(
-        self, context: Context, cfg: ConfigRecord, partition_id: int
+    def for_setup(
+        self, context: Context, data_spec: str, partition_id: int
     ) -> tuple[str, PartyData]:
-        """The key and table a setup message's party reads."""
-        key = data_key(context, cfg, partition_id)
+        """The key and table a party reads at setup (``data_spec``: the setup message's)."""
+        key = data_key(context, data_spec, partition_id)
         return key, self.load(key)

@@ -25,13 +25,12 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.gafm.data import party_features
-from flwr_vflgan.gafm.messages import CutValues, GAFMSetup, GAFMStep, PredictRows
+from flwr_vflgan.gafm.messages import CutValues, GAFMSetup, GAFMSetupReply, GAFMStep, PredictRows
 from flwr_vflgan.gafm.parties import LocalParty
 from flwr_vflgan.gafm.training import apply_block
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
-    get_config,
 )
 from flwr_vflgan.runtime.flat import FlatState
 
@@ -69,7 +68,7 @@ class GAFMClient:
             )
         GAFMSettings.from_dict(json.loads(setup.settings))  # validate before storing
         partition_id = node_partition_id(context)
-        source = data_key(context, get_config(msg.content, P.CONFIG), partition_id)
+        source = data_key(context, setup.data_spec, partition_id)
         data = self._tables.load(source)
         if setup.label in data.schema.names:
             raise ValueError(
@@ -88,19 +87,13 @@ class GAFMClient:
         self._parties.pop(key, None)
         party, state = self._party(context, meta)
         _save(context, state, meta, np.zeros(0, dtype=np.int64))
-        return RecordDict(
-            {
-                P.CONFIG: ConfigRecord(
-                    {
-                        "partition_id": partition_id,
-                        "n_rows": data.n_rows,
-                        "id_digest": data.id_digest,
-                        "n_features": int(party.features.shape[1]),
-                        "columns": list(data.schema.names),
-                    }
-                )
-            }
-        )
+        return GAFMSetupReply(
+            partition_id,
+            data.n_rows,
+            data.id_digest,
+            int(party.features.shape[1]),
+            data.schema.names,
+        ).to_content()
 
     def _step(self, msg: Message, context: Context) -> RecordDict:
         party, state, meta, last_rows = self._restore(context)

@@ -30,7 +30,7 @@ from flwr_vflgan.gan.vflgan import PartyTrainer
 from flwr_vflgan.privacy import BudgetExceededError, Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
-from flwr_vflgan.runtime.codec import ProtocolError, get_config, tensors_to_record
+from flwr_vflgan.runtime.codec import ProtocolError, tensors_to_record
 from flwr_vflgan.runtime.messages import (
     NO_BLOCK,
     GenerateInstruction,
@@ -96,9 +96,7 @@ class VFLGANClient:
         config_json = setup.algorithm
         config = VFLGANConfig.from_dict(json.loads(config_json))
         partition_id = node_partition_id(context)
-        data_key, data = self._tables.for_message(
-            context, get_config(msg.content, P.CONFIG), partition_id
-        )
+        data_key, data = self._tables.for_setup(context, setup.data_spec, partition_id)
         shared_seed = node_shared_seed(context, setup.run_seed)
         checkpoint_dir = _checkpoint_dir(context, setup.checkpoint_root, partition_id)
         privacy = _privacy_meta(context, config, data, setup)

@@ -28,9 +28,6 @@ from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.blocks import NO_BLOCK, StepBlock
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
-    get_config,
-    get_field,
-    get_int,
     get_tensor,
     tensors_to_record,
 )
@@ -44,7 +41,16 @@ from flwr_vflgan.vtgan.blocks import (
     party_forward_block,
     unpack_grads,
 )
-from flwr_vflgan.vtgan.messages import VTStepInstruction, VTStepReply
+from flwr_vflgan.vtgan.messages import (
+    CONDITIONS,
+    VTBuild,
+    VTBuildReply,
+    VTGenerate,
+    VTSetup,
+    VTSetupReply,
+    VTStepInstruction,
+    VTStepReply,
+)
 from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 
@@ -117,43 +123,31 @@ class VTGANClient:
 
     # -- setup -----------------------------------------------------------------------------
     def _vt_setup(self, msg: Message, context: Context) -> RecordDict:
-        cfg = get_config(msg.content, P.CONFIG)
-        version = get_field(cfg, "protocol_version", int)
-        if version != P.VT_PROTOCOL_VERSION:
-            raise ProtocolError(
-                f"server speaks VT-GAN protocol {version}, this client {P.VT_PROTOCOL_VERSION}"
-            )
-        config_json = str(get_field(cfg, "algorithm", str))
-        config = VFLGANConfig.from_dict(json.loads(config_json))
-        if get_int(cfg, "resume_step") != P.NO_STEP:
+        setup = VTSetup.from_content(msg.content)
+        config = VFLGANConfig.from_dict(json.loads(setup.algorithm))
+        if setup.resume_step != P.NO_STEP:
             raise ValueError("VT-GAN runs cannot resume from checkpoints yet")
         partition_id = node_partition_id(context)
-        data_key, data = self._tables.for_message(context, cfg, partition_id)
-        shared_seed = node_shared_seed(context, get_int(cfg, "run_seed"))
+        data_key, data = self._tables.for_setup(context, setup.data_spec, partition_id)
+        shared_seed = node_shared_seed(context, setup.run_seed)
         encoder, encoded = self._encoding(config, data_key, data, shared_seed, partition_id)
-        meta = VTPartyMeta(config_json, data_key, shared_seed, partition_id)
+        meta = VTPartyMeta(setup.algorithm, data_key, shared_seed, partition_id)
         context.state[P.VT_STATE_META] = ConfigRecord({"json": meta.to_json()})
         context.state[P.VT_STATE_ENCODER] = ConfigRecord({"json": json.dumps(encoder.state_dict())})
         for key in (P.VT_STATE_FLAT, P.VT_STATE_CHUNK, P.VT_STATE_ORDER):
             if key in context.state:
                 del context.state[key]
-        return RecordDict(
-            {
-                P.CONFIG: ConfigRecord(
-                    {
-                        "partition_id": partition_id,
-                        "n_rows": data.n_rows,
-                        "id_digest": data.id_digest,
-                        "n_columns": len(data.schema.names),
-                        "encoded_width": int(encoded.shape[1]),
-                        "cond_dim": sum(s.width for s in encoder.discrete_spans),
-                        "cond_columns": len(encoder.discrete_spans),
-                        "seed_commitment": seed_commitment(shared_seed, get_int(cfg, "run_seed")),
-                        "columns": list(data.schema.names),
-                    }
-                )
-            }
-        )
+        return VTSetupReply(
+            partition_id=partition_id,
+            n_rows=data.n_rows,
+            id_digest=data.id_digest,
+            seed_commitment=seed_commitment(shared_seed, setup.run_seed),
+            columns=data.schema.names,
+            n_columns=len(data.schema.names),
+            encoded_width=int(encoded.shape[1]),
+            cond_dim=sum(s.width for s in encoder.discrete_spans),
+            cond_columns=len(encoder.discrete_spans),
+        ).to_content()
 
     def _encoding(
         self,
@@ -196,32 +190,24 @@ class VTGANClient:
 
     def _vt_build(self, msg: Message, context: Context) -> RecordDict:
         meta = _meta(context)
-        cfg = get_config(msg.content, P.CONFIG)
-        layout = PartyLayout(
-            get_int(cfg, "chunk_width"),
-            get_int(cfg, "g_block_width"),
-            get_int(cfg, "d_block_width"),
-        )
-        if min(layout.chunk_width, layout.g_block_width, layout.d_block_width) < 1:
-            raise ProtocolError(f"layout widths must be >= 1, got {layout}")
-        meta.layout = [layout.chunk_width, layout.g_block_width, layout.d_block_width]
-        meta.privacy = self._privacy(context, cfg, meta)
+        build = VTBuild.from_content(msg.content)
+        meta.layout = [build.chunk_width, build.g_block_width, build.d_block_width]
+        meta.privacy = self._privacy(context, build.count_columns, meta)
         self._parties.pop(_party_key(context, meta), None)
         party = self._party(context, meta)
         party.set_order(np.arange(party.n_rows), 0)
         _save(context, party, meta, order_changed=True)
-        return RecordDict({P.CONFIG: ConfigRecord({"feature_dim": party.feature_dim})})
+        return VTBuildReply(party.feature_dim).to_content()
 
-    def _privacy(self, context: Context, cfg: ConfigRecord, meta: VTPartyMeta) -> dict | None:
+    def _privacy(
+        self, context: Context, columns: tuple[int, ...], meta: VTPartyMeta
+    ) -> dict | None:
         """This client's DP plan, calibrated by the client itself (the same computation
         the server does): the noise of every part for the joint target, from the
         configuration, the row count and every client's number of categorical columns."""
         config = meta.algorithm
         if not config.dp.enabled:
             return None
-        columns = get_field(cfg, "count_columns", list)
-        if not isinstance(columns, list) or not all(isinstance(c, int) for c in columns):
-            raise ProtocolError(f"count_columns must be a list of integers, got {columns!r}")
         data = self._tables.load(meta.data_key)
         train = config.train
         schedule = Schedule(
@@ -230,7 +216,7 @@ class VTGANClient:
         plan = plan_vtgan_privacy(
             config.dp,
             count_noise=config.vtgan.dp_count_noise,
-            count_columns=tuple(int(c) for c in columns),
+            count_columns=columns,
             dataset_size=data.n_rows,
             batch_size=train.batch_size,
             planned_steps=schedule.d_steps_before(schedule.total_steps),
@@ -317,25 +303,17 @@ class VTGANClient:
     # -- publication ---------------------------------------------------------------------
     def _vt_generate(self, msg: Message, context: Context) -> RecordDict:
         party, meta = self._vt_restore(context)
-        cfg = get_config(msg.content, P.CONFIG)
-        rows, draw = get_int(cfg, "n_rows"), get_int(cfg, "draw")
-        phase = str(get_field(cfg, "phase", str))
-        if phase == "conditions":
-            if rows < 0:
-                raise ProtocolError(f"n_rows must be >= 0, got {rows}")
+        request = VTGenerate.from_content(msg.content, party.layout.chunk_width)
+        rows, draw = request.n_rows, request.draw
+        if request.phase == CONDITIONS:
             cond = (
                 party.generation_conditions(rows, draw)
                 if rows
                 else np.zeros((0, party.sampler.cond_dim), np.float32)
             )
-            return RecordDict({P.CONDITION: tensors_to_record({P.COND: cond})})
-        if phase != "rows":
-            raise ProtocolError(
-                f"unknown generation phase {phase!r}; valid: ['conditions', 'rows']"
-            )
-        if rows < 1:
-            raise ProtocolError(f"n_rows must be >= 1, got {rows}")
-        chunk = get_tensor(msg.content, P.CHUNK, P.CHUNK, (rows, party.layout.chunk_width))
+            return VTGenerate.conditions_reply(cond)
+        assert request.chunk is not None  # checked by VTGenerate
+        chunk = torch.from_numpy(request.chunk)
         encoder, _ = self._saved_encoding(context, meta)
         frame = encoder.inverse_transform(party.generate(chunk, draw).numpy())
         # Shuffled with the clients' shared seed before it leaves (paper 001, Section

@@ -16,7 +16,8 @@ from flwr.serverapp import Grid
 
 from flwr_vflgan.data.alignment import check_aligned
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.runtime.codec import ProtocolError, get_config, get_field
+from flwr_vflgan.runtime.codec import ProtocolError, get_config
+from flwr_vflgan.runtime.messages import SetupReply
 
 DEFAULT_POLL_INTERVAL = 0.05
 """Longest wait between two pulls of one exchange, in seconds. Pulls start 1 ms after the
@@ -173,9 +174,8 @@ def setup_replies(
     for node, reply in replies.items():
         try:
             cfg = get_config(reply.content, P.CONFIG)
-            pid = int(get_field(cfg, "partition_id", int))  # type: ignore[call-overload]
-            rows[pid] = int(get_field(cfg, "n_rows", int))  # type: ignore[call-overload]
-            digests[pid] = str(get_field(cfg, "id_digest", str))
+            pid, rows_of_party, digest = SetupReply.common(cfg)
+            rows[pid], digests[pid] = rows_of_party, digest
         except ProtocolError as exc:
             raise RunStopped(f"node {node} sent a malformed setup reply: {exc}") from exc
         if pid in by_partition:
@@ -214,7 +214,7 @@ def check_shared_seed(configs: Mapping[int, ConfigRecord], parties: str = "parti
     groups: dict[str, list[int]] = {}
     for pid in sorted(configs):
         try:
-            commitment = str(get_field(configs[pid], "seed_commitment", str))
+            commitment = SetupReply.commitment_of(configs[pid])
         except ProtocolError as exc:
             raise RunStopped(f"partition {pid} sent a malformed setup reply: {exc}") from exc
         groups.setdefault(commitment, []).append(pid)
@@ -240,10 +240,10 @@ def check_disjoint_columns(configs: Mapping[int, ConfigRecord], parties: str = "
     shared: dict[tuple[int, int], list[str]] = {}
     for pid in sorted(configs):
         try:
-            columns = get_field(configs[pid], "columns", list)
+            columns = SetupReply.columns_of(configs[pid])
         except ProtocolError as exc:
             raise RunStopped(f"partition {pid} sent a malformed setup reply: {exc}") from exc
-        for name in map(str, columns):  # type: ignore[call-overload]
+        for name in columns:
             if name in holders:
                 shared.setdefault((holders[name], pid), []).append(name)
             else:

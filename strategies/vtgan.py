@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import torch
-from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.app import Message
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import VFLGANConfig
@@ -30,11 +30,6 @@ from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.blocks import NO_BLOCK, StepBlock
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
-    get_config,
-    get_field,
-    get_int,
-    get_tensor,
-    tensors_to_record,
 )
 from flwr_vflgan.vtgan.blocks import (
     BlockForward,
@@ -45,7 +40,17 @@ from flwr_vflgan.vtgan.blocks import (
     server_critic_block,
     unpack_forward,
 )
-from flwr_vflgan.vtgan.messages import VTStepInstruction, VTStepReply
+from flwr_vflgan.vtgan.messages import (
+    CONDITIONS,
+    ROWS,
+    VTBuild,
+    VTBuildReply,
+    VTGenerate,
+    VTSetup,
+    VTSetupReply,
+    VTStepInstruction,
+    VTStepReply,
+)
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
 
@@ -156,17 +161,12 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
 
     def configure_setup(self, node_ids: Sequence[int]) -> list[Message]:
         """Setup messages: configuration and data spec; never a shared seed."""
-        values: dict[str, int | str] = {
-            "protocol_version": P.VT_PROTOCOL_VERSION,
-            "algorithm": json.dumps(self.config.to_dict(), sort_keys=True),
-            "data_spec": self.data_spec.to_json() if self.data_spec else "",
-            "resume_step": P.NO_STEP,
-            "run_seed": self.seed,
-        }
-        return [
-            Message(RecordDict({P.CONFIG: ConfigRecord(dict(values))}), node, P.VT_SETUP)
-            for node in node_ids
-        ]
+        setup = VTSetup(
+            algorithm=json.dumps(self.config.to_dict(), sort_keys=True),
+            data_spec=self.data_spec.to_json() if self.data_spec else "",
+            run_seed=self.seed,
+        )
+        return [Message(setup.to_content(), node, P.VT_SETUP) for node in node_ids]
 
     def aggregate_setup(
         self, replies: Mapping[int, Message]
@@ -180,10 +180,9 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         cond_columns: list[int] = []
         for pid, cfg in enumerate(configs):
             try:
-                shape = ClientShape(
-                    *(get_int(cfg, k) for k in ("n_columns", "encoded_width", "cond_dim"))
-                )
-                cond_columns.append(get_int(cfg, "cond_columns"))
+                n_columns, encoded_width, cond_dim, count = VTSetupReply.shape_of(cfg)
+                shape = ClientShape(n_columns, encoded_width, cond_dim)
+                cond_columns.append(count)
             except ProtocolError as exc:
                 raise RunStopped(f"party {pid} sent a malformed setup reply: {exc}") from exc
             if shape.n_columns < 1 or shape.encoded_width < 1 or shape.cond_dim < 0:
@@ -195,19 +194,17 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     def _build(self, grid: Grid, order: Sequence[int], server: VTGANServer) -> None:
         messages = []
         for node, layout in zip(order, server.layouts, strict=True):
-            record = ConfigRecord(
-                {
-                    "chunk_width": layout.chunk_width,
-                    "g_block_width": layout.g_block_width,
-                    "d_block_width": layout.d_block_width,
-                    # Every client calibrates its own noise for the joint target.
-                    "count_columns": list(self.count_columns),
-                }
+            # Every client calibrates its own noise for the joint target.
+            build = VTBuild(
+                layout.chunk_width, layout.g_block_width, layout.d_block_width, self.count_columns
             )
-            messages.append(Message(RecordDict({P.CONFIG: record}), node, P.VT_BUILD))
+            messages.append(Message(build.to_content(), node, P.VT_BUILD))
         replies = self.exchange(grid, messages, "build")
         for i, node in enumerate(order):
-            width = get_field(get_config(replies[node].content, P.CONFIG), "feature_dim", int)
+            try:
+                width = VTBuildReply.from_content(replies[node].content).feature_dim
+            except ProtocolError as exc:
+                raise RunStopped(f"{self.party(node)} sent a malformed build reply: {exc}") from exc
             if width != server.feature_dims[i]:
                 raise RunStopped(
                     f"{self.party(node)} built a bottom discriminator of width {width}, the server "
@@ -504,15 +501,7 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         counts = [int((owners == i).sum()) for i in range(len(order))]
         messages = [
             Message(
-                RecordDict(
-                    {
-                        P.CONFIG: ConfigRecord(
-                            {"phase": "conditions", "n_rows": counts[i], "draw": PUBLISH_DRAW}
-                        )
-                    }
-                ),
-                node,
-                P.VT_GENERATE,
+                VTGenerate(CONDITIONS, counts[i], PUBLISH_DRAW).to_content(), node, P.VT_GENERATE
             )
             for i, node in enumerate(order)
         ]
@@ -522,23 +511,22 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             if counts[i] == 0:
                 continue
             try:
-                parts[i] = get_tensor(
-                    replies[node].content, P.CONDITION, P.COND, (counts[i], server.cond_dims[i])
-                ).numpy()
+                parts[i] = VTGenerate.read_conditions(
+                    replies[node].content, counts[i], server.cond_dims[i]
+                )
             except ProtocolError as exc:
                 raise RunStopped(
                     f"{self.party(node)} sent malformed publication conditions: {exc}"
                 ) from exc
         chunks = server.generation_chunks(server.assemble_condition(owners, parts), PUBLISH_DRAW)
-        messages = []
-        for i, node in enumerate(order):
-            content = RecordDict(
-                {
-                    P.CONFIG: ConfigRecord({"phase": "rows", "n_rows": rows, "draw": PUBLISH_DRAW}),
-                    P.CHUNK: tensors_to_record({P.CHUNK: chunks[i]}),
-                }
+        messages = [
+            Message(
+                VTGenerate(ROWS, rows, PUBLISH_DRAW, chunks[i].detach().numpy()).to_content(),
+                node,
+                P.VT_GENERATE,
             )
-            messages.append(Message(content, node, P.VT_GENERATE))
+            for i, node in enumerate(order)
+        ]
         replies = self.exchange(grid, messages, "publication")
         table, spent = collect_published(replies, order, rows, self.config.dp.enabled)
         return table, spent

@@ -83,6 +83,34 @@ class GAFMSetup:
 
 
 @dataclass(frozen=True)
+class GAFMSetupReply:
+    """Party -> label party: the fields every setup reply carries (checked by
+    ``strategies.exchange.setup_replies``) and the width of the party's features."""
+
+    partition_id: int
+    n_rows: int
+    id_digest: str
+    n_features: int
+    columns: Sequence[str]
+
+    def to_content(self) -> RecordDict:
+        """The message's records."""
+        return RecordDict(
+            {
+                P.CONFIG: ConfigRecord(
+                    {
+                        "partition_id": self.partition_id,
+                        "n_rows": self.n_rows,
+                        "id_digest": self.id_digest,
+                        "n_features": self.n_features,
+                        "columns": list(self.columns),
+                    }
+                )
+            }
+        )
+
+
+@dataclass(frozen=True)
 class GAFMStep:
     """Label party -> party: apply the pending block's gradients, run the next block."""
 

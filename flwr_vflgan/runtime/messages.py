@@ -221,6 +221,24 @@ class SetupReply:
             }
         )
 
+    @staticmethod
+    def common(cfg: ConfigRecord) -> tuple[int, int, str]:
+        """``(partition_id, n_rows, id_digest)``: what every family's setup reply carries
+        (VT-GAN's and GAFM's too); ProtocolError if malformed."""
+        return get_int(cfg, "partition_id"), get_int(cfg, "n_rows"), get_str(cfg, "id_digest")
+
+    @staticmethod
+    def columns_of(cfg: ConfigRecord) -> list[str]:
+        """The column names a setup reply lists (ProtocolError if absent or no list)."""
+        columns = get_field(cfg, "columns", list)
+        assert isinstance(columns, list)  # checked by get_field
+        return [str(c) for c in columns]
+
+    @staticmethod
+    def commitment_of(cfg: ConfigRecord) -> str:
+        """A setup reply's commitment to the shared seed (ProtocolError if absent)."""
+        return get_str(cfg, "seed_commitment")
+
     @classmethod
     def allowed_steps(cls, cfg: ConfigRecord) -> int:
         """The ``dp_allowed_steps`` field of a setup reply's config record (the common

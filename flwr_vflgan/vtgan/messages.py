@@ -1,7 +1,8 @@
-"""VT-GAN's step messages as typed dataclasses, encoded to and decoded from Flower records.
+"""VT-GAN's messages (setup, build, steps, publication) as typed dataclasses, encoded to
+and decoded from Flower records.
 
 Both sides use these classes: the strategy builds instructions and reads replies, the
-client reads instructions and builds replies; no record key or field name of a step
+client reads instructions and builds replies; no record key or field name of a
 message is written anywhere else. Decoding validates on arrival (field types, dtypes,
 shapes, finite values, one-hot conditions) and raises
 :class:`~flwr_vflgan.runtime.codec.ProtocolError`, which a client turns into a Flower
@@ -26,7 +27,7 @@ order), in the record named for it, so traffic is booked per record as before.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from flwr.app import ConfigRecord, RecordDict
@@ -39,6 +40,7 @@ from flwr_vflgan.runtime.codec import (
     get_field,
     get_indices,
     get_int,
+    get_str,
     get_tensor,
     indices_to_record,
     tensors_to_record,
@@ -47,7 +49,16 @@ from flwr_vflgan.runtime.codec import (
 PACKED = "packed"
 SELECTED = "selected"
 
-__all__ = ["VTStepInstruction", "VTStepReply", "one_hot_rows"]
+__all__ = [
+    "VTBuild",
+    "VTBuildReply",
+    "VTGenerate",
+    "VTSetup",
+    "VTSetupReply",
+    "VTStepInstruction",
+    "VTStepReply",
+    "one_hot_rows",
+]
 
 
 def _list(record: ConfigRecord, key: str, kind: type) -> list:
@@ -243,3 +254,225 @@ class VTStepReply:
             chunk_grad=None if chunk_grad is None else chunk_grad.numpy(),
             cond_loss=cond_loss,
         )
+
+
+# -- setup, build and publication ---------------------------------------------------------------
+
+
+def _config(fields: dict) -> RecordDict:
+    return RecordDict({P.CONFIG: ConfigRecord(fields)})
+
+
+@dataclass(frozen=True)
+class VTSetup:
+    """Server -> client: the configuration and the data spec. Never a shared seed."""
+
+    algorithm: str
+    """The algorithm configuration as JSON (``VFLGANConfig.to_dict``)."""
+    data_spec: str
+    """The data spec as JSON in simulation; empty where clients read their own files."""
+    run_seed: int
+    resume_step: int = P.NO_STEP
+    protocol_version: int = P.VT_PROTOCOL_VERSION
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        return _config(
+            {
+                "protocol_version": self.protocol_version,
+                "algorithm": self.algorithm,
+                "data_spec": self.data_spec,
+                "resume_step": self.resume_step,
+                "run_seed": self.run_seed,
+            }
+        )
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> VTSetup:
+        """Decode and check the protocol version.
+
+        Raises
+        ------
+        ProtocolError
+            A field is missing or mistyped, or the server speaks another version.
+        """
+        cfg = get_config(content, P.CONFIG)
+        version = get_int(cfg, "protocol_version")
+        if version != P.VT_PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"server speaks VT-GAN protocol {version}, this client {P.VT_PROTOCOL_VERSION}"
+            )
+        return cls(
+            algorithm=get_str(cfg, "algorithm"),
+            data_spec=get_str(cfg, "data_spec"),
+            run_seed=get_int(cfg, "run_seed"),
+            resume_step=get_int(cfg, "resume_step"),
+            protocol_version=version,
+        )
+
+
+@dataclass(frozen=True)
+class VTSetupReply:
+    """Client -> server: the fields every setup reply carries
+    (:class:`~flwr_vflgan.runtime.messages.SetupReply`), and the client's shape: its
+    columns, the width of its encoded rows, the width and count of its conditional
+    vector's categorical columns."""
+
+    partition_id: int
+    n_rows: int
+    id_digest: str
+    seed_commitment: str
+    columns: Sequence[str]
+    n_columns: int
+    encoded_width: int
+    cond_dim: int
+    cond_columns: int
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        return _config(
+            {
+                "partition_id": self.partition_id,
+                "n_rows": self.n_rows,
+                "id_digest": self.id_digest,
+                "n_columns": self.n_columns,
+                "encoded_width": self.encoded_width,
+                "cond_dim": self.cond_dim,
+                "cond_columns": self.cond_columns,
+                "seed_commitment": self.seed_commitment,
+                "columns": list(self.columns),
+            }
+        )
+
+    @staticmethod
+    def shape_of(cfg: ConfigRecord) -> tuple[int, int, int, int]:
+        """``(n_columns, encoded_width, cond_dim, cond_columns)`` of a setup reply's config
+        record (the common fields are checked by ``strategies.exchange.setup_replies``)."""
+        return (
+            get_int(cfg, "n_columns"),
+            get_int(cfg, "encoded_width"),
+            get_int(cfg, "cond_dim"),
+            get_int(cfg, "cond_columns"),
+        )
+
+
+@dataclass(frozen=True)
+class VTBuild:
+    """Server -> client: the widths of the client's blocks, and every client's number of
+    categorical columns (each client calibrates its own noise for the joint target)."""
+
+    chunk_width: int
+    g_block_width: int
+    d_block_width: int
+    count_columns: tuple[int, ...] = field(default_factory=tuple)
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        return _config(
+            {
+                "chunk_width": self.chunk_width,
+                "g_block_width": self.g_block_width,
+                "d_block_width": self.d_block_width,
+                "count_columns": list(self.count_columns),
+            }
+        )
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> VTBuild:
+        """Decode.
+
+        Raises
+        ------
+        ProtocolError
+            A field is missing or mistyped, or a width is below 1.
+        """
+        cfg = get_config(content, P.CONFIG)
+        widths = [get_int(cfg, k) for k in ("chunk_width", "g_block_width", "d_block_width")]
+        if min(widths) < 1:
+            raise ProtocolError(f"layout widths must be >= 1, got {widths}")
+        columns = get_field(cfg, "count_columns", list)
+        if not isinstance(columns, list) or not all(
+            isinstance(c, int) and not isinstance(c, bool) for c in columns
+        ):
+            raise ProtocolError(f"count_columns must be a list of integers, got {columns!r}")
+        return cls(widths[0], widths[1], widths[2], tuple(int(c) for c in columns))
+
+
+@dataclass(frozen=True)
+class VTBuildReply:
+    """Client -> server: the width of the bottom discriminator's output it built."""
+
+    feature_dim: int
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        return _config({"feature_dim": self.feature_dim})
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> VTBuildReply:
+        """Decode (ProtocolError if the field is missing or mistyped)."""
+        return cls(get_int(get_config(content, P.CONFIG), "feature_dim"))
+
+
+CONDITIONS = "conditions"
+ROWS = "rows"
+
+
+@dataclass(frozen=True)
+class VTGenerate:
+    """Server -> client, publication in two phases: ``conditions`` asks the client for
+    ``n_rows`` conditional vectors; ``rows`` sends every row's chunk of ``G^t``'s output
+    and asks for the decoded, shuffled rows."""
+
+    phase: str
+    n_rows: int
+    draw: int
+    chunk: np.ndarray | None = None
+    """``float32 (n_rows, chunk width)``: the ``rows`` phase's chunks."""
+
+    def __post_init__(self) -> None:
+        if self.phase not in (CONDITIONS, ROWS):
+            raise ProtocolError(
+                f"unknown generation phase {self.phase!r}; valid: {[CONDITIONS, ROWS]}"
+            )
+        if self.n_rows < (1 if self.phase == ROWS else 0):
+            raise ProtocolError(
+                f"n_rows must be >= {1 if self.phase == ROWS else 0}, got {self.n_rows}"
+            )
+        if (self.chunk is not None) != (self.phase == ROWS):
+            raise ProtocolError("chunks travel exactly with the rows phase")
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        content = _config({"phase": self.phase, "n_rows": self.n_rows, "draw": self.draw})
+        if self.chunk is not None:
+            content[P.CHUNK] = tensors_to_record({P.CHUNK: self.chunk})
+        return content
+
+    @classmethod
+    def from_content(cls, content: RecordDict, chunk_width: int) -> VTGenerate:
+        """Decode; the chunks must be ``(n_rows, chunk_width)``.
+
+        Raises
+        ------
+        ProtocolError
+            A field is missing or mistyped, the phase is unknown, or the chunks are
+            malformed.
+        """
+        cfg = get_config(content, P.CONFIG)
+        rows, draw = get_int(cfg, "n_rows"), get_int(cfg, "draw")
+        phase = get_str(cfg, "phase")
+        chunk = None
+        if phase == ROWS and rows >= 1:
+            chunk = get_tensor(content, P.CHUNK, P.CHUNK, (rows, chunk_width)).numpy()
+        return cls(phase, rows, draw, chunk)
+
+    @staticmethod
+    def conditions_reply(cond: np.ndarray) -> RecordDict:
+        """Client -> server, ``conditions`` phase: the conditional vectors."""
+        return RecordDict({P.CONDITION: tensors_to_record({P.COND: cond})})
+
+    @staticmethod
+    def read_conditions(content: RecordDict, rows: int, cond_dim: int) -> np.ndarray:
+        """The conditional vectors of a ``conditions`` reply (ProtocolError if malformed)."""
+        return get_tensor(content, P.CONDITION, P.COND, (rows, cond_dim)).numpy()

@@ -42,3 +42,23 @@ def test_no_function_is_longer_than_sixty_lines_of_code():
                 if is_function and code_lines(node) > LONGEST:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
     assert not long, f"functions over {LONGEST} lines of code: split them\n" + "\n".join(long)
+
+
+READERS = {"get_field", "get_int", "get_str", "get_indices"}
+"""The codec's field readers: a message's fields are read in its family's messages module."""
+
+
+def test_strategies_and_clients_read_no_message_field_by_name():
+    found = []
+    for root in ("strategies", "clients"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+                literal = any(
+                    isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args
+                )
+                if name in READERS and literal:
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno} {name}")
+    assert not found, "message fields read by name outside a messages module:\n" + "\n".join(found)

@@ -124,3 +124,59 @@ def test_reply_checks_on_arrival() -> None:
     content[P.CONFIG] = ConfigRecord({"forward_start": 8, "forward_count": 3})
     with pytest.raises(ProtocolError, match="lacks field 'cond_loss'"):
         _decode(content)
+
+
+def test_setup_round_trip_and_version_check() -> None:
+    from flwr_vflgan.vtgan.messages import VTSetup
+
+    setup = VTSetup(algorithm='{"variant": "vtgan"}', data_spec="", run_seed=7)
+    assert VTSetup.from_content(setup.to_content()) == setup
+    other = VTSetup(algorithm="{}", data_spec="", run_seed=7, protocol_version=999)
+    with pytest.raises(ProtocolError, match="VT-GAN protocol 999"):
+        VTSetup.from_content(other.to_content())
+
+
+def test_setup_reply_carries_the_common_fields_and_the_shape() -> None:
+    from flwr_vflgan.runtime.messages import SetupReply
+    from flwr_vflgan.vtgan.messages import VTSetupReply
+
+    reply = VTSetupReply(1, 100, "abc", "commit", ["a", "b"], 2, 9, 4, 1)
+    cfg = reply.to_content()[P.CONFIG]
+    assert SetupReply.common(cfg) == (1, 100, "abc")
+    assert SetupReply.columns_of(cfg) == ["a", "b"]
+    assert SetupReply.commitment_of(cfg) == "commit"
+    assert VTSetupReply.shape_of(cfg) == (2, 9, 4, 1)
+
+
+def test_build_round_trip_and_checks() -> None:
+    from flwr_vflgan.vtgan.messages import VTBuild, VTBuildReply
+
+    build = VTBuild(8, 16, 32, (2, 3))
+    assert VTBuild.from_content(build.to_content()) == build
+    with pytest.raises(ProtocolError, match="layout widths must be >= 1"):
+        VTBuild.from_content(VTBuild(0, 16, 32, (2,)).to_content())
+    content = build.to_content()
+    content[P.CONFIG]["count_columns"] = [1.5]
+    with pytest.raises(ProtocolError, match="count_columns must be a list of integers"):
+        VTBuild.from_content(content)
+    assert VTBuildReply.from_content(VTBuildReply(12).to_content()).feature_dim == 12
+
+
+def test_generate_phases_round_trip_and_checks() -> None:
+    from flwr_vflgan.vtgan.messages import CONDITIONS, ROWS, VTGenerate
+
+    ask = VTGenerate(CONDITIONS, 0, 3)
+    assert VTGenerate.from_content(ask.to_content(), chunk_width=4) == ask
+    chunk = np.arange(8, dtype=np.float32).reshape(2, 4)
+    rows = VTGenerate.from_content(VTGenerate(ROWS, 2, 3, chunk).to_content(), chunk_width=4)
+    assert (rows.phase, rows.n_rows, rows.draw) == (ROWS, 2, 3)
+    np.testing.assert_array_equal(rows.chunk, chunk)
+    with pytest.raises(ProtocolError, match="must have shape"):
+        VTGenerate.from_content(VTGenerate(ROWS, 2, 3, chunk).to_content(), chunk_width=5)
+    with pytest.raises(ProtocolError, match="unknown generation phase 'all'"):
+        VTGenerate("all", 2, 3)
+    with pytest.raises(ProtocolError, match="n_rows must be >= 1, got 0"):
+        VTGenerate(ROWS, 0, 3, np.zeros((0, 4), np.float32))
+    cond = np.eye(3, dtype=np.float32)
+    back = VTGenerate.read_conditions(VTGenerate.conditions_reply(cond), 3, 3)
+    np.testing.assert_array_equal(back, cond)
