@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -35,8 +36,25 @@ from flwr_vflgan.runtime.codec import (
 from flwr_vflgan.runtime.flat import FlatState
 
 from .common import PartyTables, data_key, guarded, node_partition_id
+from .state import BlockState
 
 _CACHE_SIZE = 4
+
+
+@dataclass
+class GAFMPartyMeta(BlockState):
+    """A non-label party's bookkeeping, kept in ``context.state`` between messages (JSON)."""
+
+    settings: str
+    """The run's :class:`~flwr_vflgan.gafm.config.GAFMSettings` (JSON), as setup carried it."""
+    data_key: str
+    seed: int
+    partition_id: int
+    last_step: int = P.NO_STEP
+    """The first step of the block whose cut values await their gradients (none: NO_STEP)."""
+    last_sizes: list[int] = field(default_factory=list)
+    """The batch sizes of that block's steps."""
+    opt_steps: list[int] = field(default_factory=list)
 
 
 class GAFMClient:
@@ -75,14 +93,7 @@ class GAFMClient:
                 f"party {partition_id}'s table contains the label column {setup.label!r}: a "
                 "non-label party must not hold labels; remove the column from its file"
             )
-        meta = {
-            "settings": setup.settings,
-            "data_key": source,
-            "seed": setup.seed,
-            "partition_id": partition_id,
-            "last_step": P.NO_STEP,
-            "last_sizes": [],
-        }
+        meta = GAFMPartyMeta(setup.settings, source, setup.seed, partition_id)
         key = self._key(context, meta)
         self._parties.pop(key, None)
         party, state = self._party(context, meta)
@@ -99,19 +110,18 @@ class GAFMClient:
         party, state, meta, last_rows = self._restore(context)
         message = GAFMStep.from_content(
             msg.content,
-            pending_rows=len(last_rows) if meta["last_step"] != P.NO_STEP else 0,
+            pending_rows=len(last_rows) if meta.last_step != P.NO_STEP else 0,
             cut_dim=party.settings.cut_dim,
             n_rows=party.n_rows,
             limit=party.settings.steps_per_exchange,
         )
         if message.grads is not None:
-            sizes = meta["last_sizes"]
-            first = int(meta["last_step"])
+            sizes = meta.last_sizes
+            first = meta.last_step
             batches = list(np.split(last_rows, np.cumsum(sizes)[:-1]))
             grads = list(torch.split(torch.from_numpy(message.grads), sizes))
             apply_block(party, range(first, first + len(sizes)), batches, grads)
-            meta["last_step"] = P.NO_STEP
-            meta["last_sizes"] = []
+            meta.last_step, meta.last_sizes = P.NO_STEP, []
             last_rows = np.zeros(0, dtype=np.int64)
         content = RecordDict()
         if message.rows is not None:
@@ -119,8 +129,7 @@ class GAFMClient:
                 party.forward(batch, message.step + j) for j, batch in enumerate(message.batches())
             ]
             content = CutValues(torch.cat(cuts)).to_content()
-            meta["last_step"] = message.step
-            meta["last_sizes"] = list(message.batch_rows)
+            meta.last_step, meta.last_sizes = message.step, list(message.batch_rows)
             last_rows = message.rows
         _save(context, state, meta, last_rows)
         return content
@@ -132,42 +141,42 @@ class GAFMClient:
 
     # -- state -------------------------------------------------------------------------------
     @staticmethod
-    def _key(context: Context, meta: dict) -> tuple:
-        return (context.run_id, context.node_id, meta["settings"], meta["data_key"], meta["seed"])
+    def _key(context: Context, meta: GAFMPartyMeta) -> tuple:
+        return (context.run_id, context.node_id, meta.settings, meta.data_key, meta.seed)
 
-    def _party(self, context: Context, meta: dict) -> tuple[LocalParty, FlatState]:
+    def _party(self, context: Context, meta: GAFMPartyMeta) -> tuple[LocalParty, FlatState]:
         key = self._key(context, meta)
         if key in self._parties:
             self._parties.move_to_end(key)
             return self._parties[key]
-        settings = GAFMSettings.from_dict(json.loads(meta["settings"]))
-        data = self._tables.load(meta["data_key"])
-        party = LocalParty(data.encoded, settings, int(meta["partition_id"]), int(meta["seed"]))
+        settings = GAFMSettings.from_dict(json.loads(meta.settings))
+        data = self._tables.load(meta.data_key)
+        party = LocalParty(data.encoded, settings, meta.partition_id, meta.seed)
         state = FlatState([party.model], [party.optimizer])
         self._parties[key] = (party, state)
         while len(self._parties) > _CACHE_SIZE:
             self._parties.popitem(last=False)
         return party, state
 
-    def _restore(self, context: Context) -> tuple[LocalParty, FlatState, dict, np.ndarray]:
+    def _restore(self, context: Context) -> tuple[LocalParty, FlatState, GAFMPartyMeta, np.ndarray]:
         if P.GF_STATE_META not in context.state:
             raise ProtocolError("this party has not been set up for GAFM (no gafm_setup yet)")
         record = context.state[P.GF_STATE_META]
         assert isinstance(record, ConfigRecord)
-        meta = json.loads(str(record["json"]))
+        meta = GAFMPartyMeta.from_json(str(record["json"]))
         party, state = self._party(context, meta)
         flat = context.state[P.GF_STATE_FLAT]
         assert isinstance(flat, ConfigRecord)
         values = np.frombuffer(flat["float32"], dtype=np.float32)  # type: ignore[arg-type]
-        state.load(values.copy(), meta["opt_steps"])
+        state.load(values.copy(), meta.opt_steps)
         rows_record = context.state[P.GF_STATE_ROWS]
         assert isinstance(rows_record, ConfigRecord)
         rows = np.frombuffer(rows_record["int64"], dtype=np.int64).copy()  # type: ignore[arg-type]
         return party, state, meta, rows
 
 
-def _save(context: Context, state: FlatState, meta: dict, rows: np.ndarray) -> None:
-    meta["opt_steps"] = state.optimizer_steps()
-    context.state[P.GF_STATE_META] = ConfigRecord({"json": json.dumps(meta)})
+def _save(context: Context, state: FlatState, meta: GAFMPartyMeta, rows: np.ndarray) -> None:
+    meta.opt_steps = state.optimizer_steps()
+    context.state[P.GF_STATE_META] = ConfigRecord({"json": meta.to_json()})
     context.state[P.GF_STATE_FLAT] = ConfigRecord({"float32": state.flat.numpy().tobytes()})
     context.state[P.GF_STATE_ROWS] = ConfigRecord({"int64": rows.astype(np.int64).tobytes()})

@@ -4,7 +4,7 @@ with a schema version (a deployment runs every message in a new process)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any, ClassVar, TypeVar
 
 from flwr_vflgan.runtime.blocks import StepBlock
@@ -14,8 +14,9 @@ Meta = TypeVar("Meta", bound="BlockState")
 
 
 class BlockState:
-    """Mixin for a dataclass with a ``pending: StepBlock`` field; its JSON carries
-    ``schema_version`` (:data:`SCHEMA_VERSION`).
+    """Mixin for a party's state dataclass; its JSON carries ``schema_version``
+    (:data:`SCHEMA_VERSION`), and a ``pending: StepBlock`` field, if it has one, travels
+    as ``[start, count]``.
 
     ``WHO`` names the holder in errors (``party``, ``client``).
     """
@@ -26,8 +27,9 @@ class BlockState:
     def to_json(self) -> str:
         """JSON for ``context.state``."""
         values: dict[str, Any] = asdict(self)  # type: ignore[call-overload]
-        pending: StepBlock = self.pending  # type: ignore[attr-defined]
-        values["pending"] = [pending.start, pending.count]
+        pending = getattr(self, "pending", None)
+        if isinstance(pending, StepBlock):
+            values["pending"] = [pending.start, pending.count]
         values["schema_version"] = self.SCHEMA_VERSION
         return json.dumps(values)
 
@@ -46,5 +48,6 @@ class BlockState:
             raise ProtocolError(
                 f"{cls.WHO} state has schema {version}, this {cls.WHO} reads {cls.SCHEMA_VERSION}"
             )
-        values["pending"] = StepBlock(*values["pending"])
+        if "pending" in {f.name for f in fields(cls)}:  # type: ignore[arg-type]
+            values["pending"] = StepBlock(*values["pending"])
         return cls(**values)
