@@ -114,11 +114,10 @@ def test_flwr_run_simulation_trains_and_publishes(
         hint = ""
         if "No module named 'flwr_vflgan." in run_log.read_text(errors="replace"):
             hint = (
-                "HINT: Flower imports the ServerApp and the ClientApp in two threads at once; "
-                "in a source checkout flwr_vflgan/__init__.py adds the checkout to __path__ "
-                "only after the module object exists, so the second import can miss "
-                "flwr_vflgan.clients. An editable install made from the current "
-                "pyproject.toml avoids it: pip install -e . (docs/deployment.md)\n"
+                "HINT: flwr_vflgan.strategies, .clients and .simulations are the checkout's "
+                "top-level folders, mapped by the install: an editable install older than "
+                "pyproject.toml's package list lacks them; run pip install -e . again "
+                "(docs/deployment.md)\n"
             )
         return hint + processes.logs()
 
