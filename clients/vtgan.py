@@ -46,10 +46,10 @@ from flwr_vflgan.vtgan.messages import (
     VTBuild,
     VTBuildReply,
     VTGenerate,
-    VTSetup,
     VTSetupReply,
     VTStepInstruction,
     VTStepReply,
+    read_vt_setup,
 )
 from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
@@ -123,7 +123,7 @@ class VTGANClient:
 
     # -- setup -----------------------------------------------------------------------------
     def _vt_setup(self, msg: Message, context: Context) -> RecordDict:
-        setup = VTSetup.from_content(msg.content)
+        setup = read_vt_setup(msg.content)
         config = VFLGANConfig.from_dict(json.loads(setup.algorithm))
         if setup.resume_step != P.NO_STEP:
             raise ValueError("VT-GAN runs cannot resume from checkpoints yet")

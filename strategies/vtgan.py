@@ -46,10 +46,10 @@ from flwr_vflgan.vtgan.messages import (
     VTBuild,
     VTBuildReply,
     VTGenerate,
-    VTSetup,
     VTSetupReply,
     VTStepInstruction,
     VTStepReply,
+    vt_setup,
 )
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from flwr_vflgan.vtgan.server import ClientShape, VTGANServer
@@ -161,10 +161,10 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
 
     def configure_setup(self, node_ids: Sequence[int]) -> list[Message]:
         """Setup messages: configuration and data spec; never a shared seed."""
-        setup = VTSetup(
-            algorithm=json.dumps(self.config.to_dict(), sort_keys=True),
-            data_spec=self.data_spec.to_json() if self.data_spec else "",
-            run_seed=self.seed,
+        setup = vt_setup(
+            json.dumps(self.config.to_dict(), sort_keys=True),
+            self.data_spec.to_json() if self.data_spec else "",
+            self.seed,
         )
         return [Message(setup.to_content(), node, P.VT_SETUP) for node in node_ids]
 

@@ -38,6 +38,7 @@ from flwr_vflgan.runtime.codec import (
     indices_to_record,
     tensors_to_record,
 )
+from flwr_vflgan.runtime.messages import setup_reply_content
 
 __all__ = ["CutValues", "GAFMSetup", "GAFMStep", "PredictRows"]
 
@@ -95,18 +96,12 @@ class GAFMSetupReply:
 
     def to_content(self) -> RecordDict:
         """The message's records."""
-        return RecordDict(
-            {
-                P.CONFIG: ConfigRecord(
-                    {
-                        "partition_id": self.partition_id,
-                        "n_rows": self.n_rows,
-                        "id_digest": self.id_digest,
-                        "n_features": self.n_features,
-                        "columns": list(self.columns),
-                    }
-                )
-            }
+        return setup_reply_content(
+            self.partition_id,
+            self.n_rows,
+            self.id_digest,
+            self.columns,
+            n_features=self.n_features,
         )
 
 

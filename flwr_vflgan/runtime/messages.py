@@ -164,8 +164,14 @@ class SetupInstruction:
         )
 
     @classmethod
-    def from_content(cls, content: RecordDict) -> SetupInstruction:
-        """Decode and check the protocol version.
+    def from_content(
+        cls,
+        content: RecordDict,
+        version: int = P.PROTOCOL_VERSION,
+        speaks: str = "protocol {theirs}, this party {ours}",
+    ) -> SetupInstruction:
+        """Decode and check the protocol ``version`` (VT-GAN's setup is this message with
+        its own version; ``speaks`` words the mismatch).
 
         Raises
         ------
@@ -173,11 +179,9 @@ class SetupInstruction:
             A field is missing or mistyped, or the server speaks another protocol version.
         """
         cfg = get_config(content, P.CONFIG)
-        version = get_int(cfg, "protocol_version")
-        if version != P.PROTOCOL_VERSION:
-            raise ProtocolError(
-                f"server speaks protocol {version}, this party {P.PROTOCOL_VERSION}"
-            )
+        theirs = get_int(cfg, "protocol_version")
+        if theirs != version:
+            raise ProtocolError("server speaks " + speaks.format(theirs=theirs, ours=version))
         root = cfg.get("checkpoint_root", "") if "checkpoint_root" in cfg else ""
         return cls(
             algorithm=get_str(cfg, "algorithm"),
@@ -186,8 +190,21 @@ class SetupInstruction:
             run_seed=get_int(cfg, "run_seed"),
             checkpoint_root=str(root),
             n_parties=get_int(cfg, "n_parties") if "n_parties" in cfg else 0,
-            protocol_version=version,
+            protocol_version=theirs,
         )
+
+
+def setup_reply_content(
+    partition_id: int, n_rows: int, id_digest: str, columns: Sequence[str], **own: int | str
+) -> RecordDict:
+    """A setup reply's records: the fields every family's reply carries (read back by
+    :meth:`SetupReply.common` and :meth:`SetupReply.columns_of`), then the family's own."""
+    fields: dict[str, int | str] = {
+        "partition_id": partition_id,
+        "n_rows": n_rows,
+        "id_digest": id_digest,
+    }
+    return RecordDict({P.CONFIG: ConfigRecord({**fields, **own, "columns": list(columns)})})
 
 
 @dataclass(frozen=True)
@@ -206,19 +223,13 @@ class SetupReply:
 
     def to_content(self) -> RecordDict:
         """The message content."""
-        return RecordDict(
-            {
-                P.CONFIG: ConfigRecord(
-                    {
-                        "partition_id": self.partition_id,
-                        "n_rows": self.n_rows,
-                        "id_digest": self.id_digest,
-                        "dp_allowed_steps": self.dp_allowed_steps,
-                        "seed_commitment": self.seed_commitment,
-                        "columns": list(self.columns),
-                    }
-                )
-            }
+        return setup_reply_content(
+            self.partition_id,
+            self.n_rows,
+            self.id_digest,
+            self.columns,
+            dp_allowed_steps=self.dp_allowed_steps,
+            seed_commitment=self.seed_commitment,
         )
 
     @staticmethod

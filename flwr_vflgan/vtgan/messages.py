@@ -45,6 +45,7 @@ from flwr_vflgan.runtime.codec import (
     indices_to_record,
     tensors_to_record,
 )
+from flwr_vflgan.runtime.messages import SetupInstruction, setup_reply_content
 
 PACKED = "packed"
 SELECTED = "selected"
@@ -53,11 +54,12 @@ __all__ = [
     "VTBuild",
     "VTBuildReply",
     "VTGenerate",
-    "VTSetup",
     "VTSetupReply",
     "VTStepInstruction",
     "VTStepReply",
     "one_hot_rows",
+    "read_vt_setup",
+    "vt_setup",
 ]
 
 
@@ -263,52 +265,20 @@ def _config(fields: dict) -> RecordDict:
     return RecordDict({P.CONFIG: ConfigRecord(fields)})
 
 
-@dataclass(frozen=True)
-class VTSetup:
-    """Server -> client: the configuration and the data spec. Never a shared seed."""
+def vt_setup(algorithm: str, data_spec: str, run_seed: int) -> SetupInstruction:
+    """Server -> client: VT-GAN's setup is the VFLGAN family's setup instruction with
+    VT-GAN's protocol version (no checkpoints to resume: ``resume_step`` is ``NO_STEP``).
+    Decode it with :func:`read_vt_setup`."""
+    return SetupInstruction(
+        algorithm, data_spec, P.NO_STEP, run_seed, "", protocol_version=P.VT_PROTOCOL_VERSION
+    )
 
-    algorithm: str
-    """The algorithm configuration as JSON (``VFLGANConfig.to_dict``)."""
-    data_spec: str
-    """The data spec as JSON in simulation; empty where clients read their own files."""
-    run_seed: int
-    resume_step: int = P.NO_STEP
-    protocol_version: int = P.VT_PROTOCOL_VERSION
 
-    def to_content(self) -> RecordDict:
-        """The message content."""
-        return _config(
-            {
-                "protocol_version": self.protocol_version,
-                "algorithm": self.algorithm,
-                "data_spec": self.data_spec,
-                "resume_step": self.resume_step,
-                "run_seed": self.run_seed,
-            }
-        )
-
-    @classmethod
-    def from_content(cls, content: RecordDict) -> VTSetup:
-        """Decode and check the protocol version.
-
-        Raises
-        ------
-        ProtocolError
-            A field is missing or mistyped, or the server speaks another version.
-        """
-        cfg = get_config(content, P.CONFIG)
-        version = get_int(cfg, "protocol_version")
-        if version != P.VT_PROTOCOL_VERSION:
-            raise ProtocolError(
-                f"server speaks VT-GAN protocol {version}, this client {P.VT_PROTOCOL_VERSION}"
-            )
-        return cls(
-            algorithm=get_str(cfg, "algorithm"),
-            data_spec=get_str(cfg, "data_spec"),
-            run_seed=get_int(cfg, "run_seed"),
-            resume_step=get_int(cfg, "resume_step"),
-            protocol_version=version,
-        )
+def read_vt_setup(content: RecordDict) -> SetupInstruction:
+    """Decode a VT-GAN setup (ProtocolError if malformed or of another protocol version)."""
+    return SetupInstruction.from_content(
+        content, P.VT_PROTOCOL_VERSION, "VT-GAN protocol {theirs}, this client {ours}"
+    )
 
 
 @dataclass(frozen=True)
@@ -330,18 +300,16 @@ class VTSetupReply:
 
     def to_content(self) -> RecordDict:
         """The message content."""
-        return _config(
-            {
-                "partition_id": self.partition_id,
-                "n_rows": self.n_rows,
-                "id_digest": self.id_digest,
-                "n_columns": self.n_columns,
-                "encoded_width": self.encoded_width,
-                "cond_dim": self.cond_dim,
-                "cond_columns": self.cond_columns,
-                "seed_commitment": self.seed_commitment,
-                "columns": list(self.columns),
-            }
+        return setup_reply_content(
+            self.partition_id,
+            self.n_rows,
+            self.id_digest,
+            self.columns,
+            n_columns=self.n_columns,
+            encoded_width=self.encoded_width,
+            cond_dim=self.cond_dim,
+            cond_columns=self.cond_columns,
+            seed_commitment=self.seed_commitment,
         )
 
     @staticmethod

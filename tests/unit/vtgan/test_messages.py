@@ -127,13 +127,15 @@ def test_reply_checks_on_arrival() -> None:
 
 
 def test_setup_round_trip_and_version_check() -> None:
-    from flwr_vflgan.vtgan.messages import VTSetup
+    from dataclasses import replace
 
-    setup = VTSetup(algorithm='{"variant": "vtgan"}', data_spec="", run_seed=7)
-    assert VTSetup.from_content(setup.to_content()) == setup
-    other = VTSetup(algorithm="{}", data_spec="", run_seed=7, protocol_version=999)
-    with pytest.raises(ProtocolError, match="VT-GAN protocol 999"):
-        VTSetup.from_content(other.to_content())
+    from flwr_vflgan.vtgan.messages import read_vt_setup, vt_setup
+
+    setup = vt_setup('{"variant": "vtgan"}', "", 7)
+    assert setup.protocol_version == P.VT_PROTOCOL_VERSION and setup.resume_step == P.NO_STEP
+    assert read_vt_setup(setup.to_content()) == setup
+    with pytest.raises(ProtocolError, match="VT-GAN protocol 999, this client"):
+        read_vt_setup(replace(setup, protocol_version=999).to_content())
 
 
 def test_setup_reply_carries_the_common_fields_and_the_shape() -> None:
