@@ -26,8 +26,16 @@ integer columns (48 842 rows, 2 shared CPU cores): 19.1 s on all rows, 3.5 s on 
 rows, 1.8 s on 5 000. The default ``max_fit_rows=10_000`` keeps a party's fit well under
 10 s; the encoding itself (``transform``) always uses every row.
 
+Missing numeric values (``NaN``, as a blank cell reads) are modelled rather than
+refused, as for the VFLGAN family's encoder: a numeric column that had missing values at
+``fit`` gets two more slots after its mode block, a one-hot ``[present, missing]``
+indicator (a ``"gumbel_softmax"`` span that is also a discrete span, so the conditional
+vectors and the generator learn the missing rate like a category's); a missing value
+encodes its scalar as 0 and its mode as sampled for the column's mean, and decodes to
+``NaN`` where the indicator says missing (an integer column with gaps decodes as float64,
+as pandas reads such a column). Infinite values are rejected.
+
 Written from the papers' description, not from CTGAN's or RDT's (BUSL-licensed) code.
-Numeric columns must be complete: missing or infinite values are rejected.
 """
 
 from __future__ import annotations
@@ -64,7 +72,8 @@ __all__ = ["DEFAULT_MAX_FIT_ROWS", "ModeSpecificEncoder"]
 
 logger = logging.getLogger(__name__)
 
-MODES_STATE_VERSION = 1
+MODES_STATE_VERSION = 2
+"""2: a numeric column records ``has_missing`` (its missingness indicator)."""
 DEFAULT_MAX_FIT_ROWS = 10_000
 _STATE_KEYS = frozenset(
     {
@@ -72,7 +81,9 @@ _STATE_KEYS = frozenset(
         "numeric", "categorical",
     }
 )  # fmt: skip
-_NUMERIC_KEYS = frozenset({"dtype", "minimum", "maximum", "means", "stds", "log_weights"})
+_NUMERIC_KEYS = frozenset(
+    {"dtype", "minimum", "maximum", "means", "stds", "log_weights", "has_missing"}
+)
 _CATEGORICAL_KEYS = frozenset({"dtype", "categories", "has_missing"})
 _POSTERIOR_SMOOTHING = 1e-6
 _SCALAR_BOUND = 0.99
@@ -101,6 +112,9 @@ class ModeColumn:
         scikit-learn's ``predict_proba`` log-score of the component.
     minimum, maximum
         Fitted range of the column.
+    has_missing
+        The column had missing values at fit: a ``[present, missing]`` indicator follows
+        the mode block.
     """
 
     name: str
@@ -111,6 +125,7 @@ class ModeColumn:
     log_weights: tuple[float, ...]
     minimum: float
     maximum: float
+    has_missing: bool = False
 
     def __post_init__(self) -> None:
         n_modes = len(self.means)
@@ -130,8 +145,8 @@ class ModeColumn:
 
     @property
     def width(self) -> int:
-        """The scalar plus one slot per kept mode."""
-        return 1 + len(self.means)
+        """The scalar, one slot per kept mode, and the two indicator slots if any."""
+        return 1 + len(self.means) + (2 if self.has_missing else 0)
 
     def posterior(self, values: np.ndarray) -> np.ndarray:
         """``(n, n_modes)`` posterior over the kept modes, smoothed by 1e-6 and renormalised."""
@@ -145,7 +160,26 @@ class ModeColumn:
         return probabilities / probabilities.sum(axis=1, keepdims=True)
 
     def encode(self, series: pd.Series, rng: np.random.Generator, out: np.ndarray) -> None:
-        values = numeric_values(series, self.name)
+        values = numeric_values(series, self.name, allow_missing=self.has_missing)
+        if self.has_missing:
+            missing = np.isnan(values)
+            n_modes = len(self.means)
+            out[:, 1 + n_modes] = ~missing
+            out[:, 2 + n_modes] = missing
+            # A missing value takes the mode sampled for the column's mean, scalar 0.
+            center = float(
+                np.dot(np.exp(self.log_weights), self.means) / np.exp(self.log_weights).sum()
+            )
+            present = np.where(missing, center, values)
+            self._encode_present(present, rng, out[:, : 1 + n_modes])
+            out[missing, 0] = 0.0
+            return
+        self._encode_present(values, rng, out)
+
+    def _encode_present(
+        self, values: np.ndarray, rng: np.random.Generator, out: np.ndarray
+    ) -> None:
+        """The scalar and the sampled mode of complete ``values`` (one uniform draw a row)."""
         cumulative = np.cumsum(self.posterior(values), axis=1)
         # Inverse-CDF sampling of one mode per row, vectorised over rows.
         uniform = rng.random(len(values))
@@ -155,7 +189,8 @@ class ModeColumn:
         out[np.arange(len(values)), 1 + modes] = 1.0
 
     def decode(self, block: np.ndarray) -> pd.Series:
-        modes = block[:, 1:].argmax(axis=1)
+        n_modes = len(self.means)
+        modes = block[:, 1 : 1 + n_modes].argmax(axis=1)
         scalar = np.clip(block[:, 0], -1.0, 1.0)
         values = scalar * 4 * np.asarray(self.stds)[modes] + np.asarray(self.means)[modes]
         original = dtype_from_record(self.dtype)
@@ -165,10 +200,14 @@ class ModeColumn:
         else:
             target = original if ptypes.is_float_dtype(original) else np.dtype(np.float64)
         values = np.clip(values, self.minimum, self.maximum)
+        if self.has_missing:
+            values = np.where(block[:, 2 + n_modes] > block[:, 1 + n_modes], np.nan, values)
+            target = original if ptypes.is_float_dtype(original) else np.dtype(np.float64)
         return pd.Series(values, name=self.name).astype(target)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "has_missing": self.has_missing,
             "dtype": self.dtype,
             "minimum": self.minimum,
             "maximum": self.maximum,
@@ -212,8 +251,18 @@ def _fit_mode_column(
     seed: int,
 ) -> ModeColumn:
     name = str(series.name)
-    values = numeric_values(series, name)
+    values = numeric_values(series, name, allow_missing=True)
+    missing = np.isnan(values)
+    if missing.all():
+        raise ValueError(
+            f"numeric column {name!r} has no values (every row is missing): drop it "
+            f"(dataset.drop=[{name}])"
+        )
     sample = values if fit_rows is None else values[fit_rows]
+    if missing.any():
+        values, sample = values[~missing], sample[~np.isnan(sample)]
+        if sample.size == 0:  # the fit rows drew only gaps: fit on every present value
+            sample = values
     n_unique = int(np.unique(sample).size)
     if n_unique == 1:
         # One mode; a (sample-)constant column has nothing for a mixture to find.
@@ -248,6 +297,7 @@ def _fit_mode_column(
         log_weights=tuple(log_weights),
         minimum=float(values.min()),
         maximum=float(values.max()),
+        has_missing=bool(missing.any()),
     )
 
 
@@ -349,7 +399,8 @@ class ModeSpecificEncoder:
 
     @property
     def discrete_spans(self) -> tuple[Span, ...]:
-        """The one-hot spans of the categorical columns, in schema order (mode blocks excluded)."""
+        """The one-hot spans of the categorical columns and of the numeric columns'
+        missingness indicators, in schema order (mode blocks excluded)."""
         self._fitted_schema()
         return self._discrete_spans
 
@@ -377,8 +428,15 @@ class ModeSpecificEncoder:
         start = 0
         for column in columns:
             if isinstance(column, ModeColumn):
+                n_modes = len(column.means)
                 spans.append(Span(column.name, start, 1, "tanh"))
-                spans.append(Span(column.name, start + 1, len(column.means), "gumbel_softmax"))
+                spans.append(Span(column.name, start + 1, n_modes, "gumbel_softmax"))
+                if column.has_missing:
+                    # The missingness indicator: a category of the conditional vector.
+                    discrete_spans.append(
+                        Span(column.name, start + 1 + n_modes, 2, "gumbel_softmax")
+                    )
+                    spans.append(discrete_spans[-1])
             else:
                 discrete_spans.append(Span(column.name, start, column.width, "gumbel_softmax"))
                 spans.append(discrete_spans[-1])
@@ -410,8 +468,8 @@ class ModeSpecificEncoder:
         TypeError
             If ``schema`` is not a :class:`Schema` or ``frame`` not a DataFrame.
         ValueError
-            If ``frame`` is empty or lacks columns, or a numeric column has missing or
-            infinite values (the column and the count are named).
+            If ``frame`` is empty or lacks columns, or a numeric column has infinite values
+            or no value at all (the column and the count are named).
         """
         if not isinstance(schema, Schema):
             raise TypeError(f"schema must be a Schema, got {type(schema).__name__}")
@@ -461,8 +519,9 @@ class ModeSpecificEncoder:
         TypeError
             If ``rng`` is not a :class:`numpy.random.Generator`.
         ValueError
-            If not fitted, columns are missing, a numeric column has missing or infinite
-            values, or a categorical value was not seen by :meth:`fit` (named).
+            If not fitted, columns are missing, a numeric column has infinite values or
+            missing ones it had none of at :meth:`fit`, or a categorical value was not
+            seen by :meth:`fit` (named).
         """
         schema = self._fitted_schema()
         if not isinstance(rng, np.random.Generator):
@@ -588,4 +647,5 @@ def _column_from_state(d: Mapping[str, Any], schema: Schema, name: str) -> Fitte
         log_weights=tuple(float(v) for v in entry["log_weights"]),
         minimum=float(entry["minimum"]),
         maximum=float(entry["maximum"]),
+        has_missing=bool(entry["has_missing"]),
     )

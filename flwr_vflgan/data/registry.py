@@ -250,7 +250,8 @@ def numbers_from_text(
     frame: pd.DataFrame, declared: Mapping[str, str | ColumnKind], where: str
 ) -> pd.DataFrame:
     """``frame`` with every text column whose non-blank values are all numbers read as
-    numbers, blanks (empty or white space) as missing values; one log line per column.
+    numbers, blanks (empty or white space) as missing values; one log line per file and
+    column in a process (later loads of the same file log at DEBUG).
 
     Columns declared categorical stay text. Anything else that is not a plain number
     (``1,234``, ``12 kg``) keeps the column text.
@@ -271,7 +272,12 @@ def numbers_from_text(
         if out is frame:
             out = frame.copy()
         out[name] = numbers.astype(np.float64)
-        logger.info(
+        # A run loads its table several times (each party's block, the evaluator): say it
+        # once per file and column in a process.
+        level = logging.DEBUG if (where, name) in _ANNOUNCED else logging.INFO
+        _ANNOUNCED.add((where, name))
+        logger.log(
+            level,
             "%s: column %r holds numbers stored as text; read as numbers, with %d blank "
             "values as missing",
             where,
@@ -279,6 +285,10 @@ def numbers_from_text(
             int(blank.sum()),
         )
     return out
+
+
+_ANNOUNCED: set[tuple[str, str]] = set()
+"""(file, column) pairs :func:`numbers_from_text` has logged at INFO in this process."""
 
 
 def checked_drop(

@@ -17,11 +17,18 @@ FAST = EvaluationConfig(
 )
 
 
-def _spec(tmp_path: Path, data: DataSpec, train: dict, evaluation: EvaluationConfig, rows: int):
+def _spec(
+    tmp_path: Path,
+    data: DataSpec,
+    train: dict,
+    evaluation: EvaluationConfig,
+    rows: int,
+    variant: str = "vflgan",
+):
     from flwr_vflgan.simulations.config import OutputConfig, RunSpec, RuntimeConfig
 
     return RunSpec(
-        algorithm=VFLGANConfig.from_dict({"variant": "vflgan", "train": train}),
+        algorithm=VFLGANConfig.from_dict({"variant": variant, "train": train}),
         data=data,
         runtime=RuntimeConfig(),
         output=OutputConfig(publish_rows=rows, checkpoint=False),
@@ -85,12 +92,21 @@ def test_an_mnist_run_is_evaluated_with_the_image_metrics(tmp_path: Path) -> Non
     assert not (tmp_path / "run" / "marginals.png").exists()
 
 
+@pytest.mark.parametrize(
+    ("variant", "train"),
+    [
+        ("vflgan", {"epochs": 3, "eval_rows": 300}),
+        ("vtgan", {"epochs": 2, "batch_size": 64}),
+        ("ctgan", {"epochs": 2, "batch_size": 64}),
+    ],
+)
 def test_a_table_with_numeric_gaps_and_numbers_as_text_trains_and_publishes_gaps(
-    tmp_path: Path,
+    tmp_path: Path, variant: str, train: dict
 ) -> None:
     """Numbers stored as text with blank cells, and a numeric column with missing values:
-    both are modelled (a missingness indicator per column), the published table has gaps
-    in both, and the evaluation measures them."""
+    both are modelled (a missingness indicator per column: VFLGAN's encoder and VT-GAN's
+    mode-specific one alike), the published table has gaps in both, and the evaluation
+    measures them."""
     import numpy as np
     import pandas as pd
 
@@ -106,7 +122,7 @@ def test_a_table_with_numeric_gaps_and_numbers_as_text_trains_and_publishes_gaps
     path = tmp_path / "messy.csv"
     frame.assign(age=age, **{"hours-per-week": hours}).to_csv(path, index=False)
     data = DataSpec(source=str(path), n_parties=2, label="income")
-    metrics = run_experiment(_spec(tmp_path, data, {"epochs": 3, "eval_rows": 300}, FAST, 640))
+    metrics = run_experiment(_spec(tmp_path, data, train, FAST, 640, variant))
     synthetic = pd.read_csv(tmp_path / "run" / "synthetic.csv")
     for column in ("age", "hours-per-week"):
         assert 0 < synthetic[column].isna().mean() < 1, column

@@ -243,7 +243,7 @@ class TestStateDict:
         frame, schema = mixed_frame()
         encoder = ModeSpecificEncoder(max_modes=4, seed=2).fit(frame, schema)
         state = json.loads(json.dumps(encoder.state_dict()))
-        assert state["schema_version"] == 1
+        assert state["schema_version"] == 2
         rebuilt = ModeSpecificEncoder.from_state_dict(state)
         assert rebuilt.spans == encoder.spans
         assert rebuilt.discrete_spans == encoder.discrete_spans
@@ -258,8 +258,8 @@ class TestStateDict:
 
     def test_wrong_version(self) -> None:
         state = ModeSpecificEncoder().fit(*bimodal_frame()).state_dict()
-        state["schema_version"] = 2
-        with pytest.raises(ValueError, match="schema_version must be 1, got 2"):
+        state["schema_version"] = 1
+        with pytest.raises(ValueError, match="schema_version must be 2, got 1"):
             ModeSpecificEncoder.from_state_dict(state)
 
     def test_unknown_and_missing_keys(self) -> None:
@@ -347,10 +347,16 @@ class TestValidation:
         with pytest.raises(TypeError, match="x must be a numeric array"):
             encoder.inverse_transform(np.array([["a", "b", "c"]]))
 
-    def test_missing_numeric_value_at_fit(self) -> None:
-        frame = pd.DataFrame({"a": [1.0, np.nan, 3.0]})
-        with pytest.raises(ValueError, match="numeric column 'a' has 1 missing values"):
+    def test_a_numeric_column_with_no_value_names_the_drop_option(self) -> None:
+        frame = pd.DataFrame({"a": [np.nan, np.nan]})
+        with pytest.raises(ValueError, match=r"'a' has no values .*dataset.drop=\[a\]"):
             ModeSpecificEncoder().fit(frame, Schema((ColumnSpec("a", CONT),)))
+
+    def test_gaps_at_transform_in_a_column_complete_at_fit_are_refused(self) -> None:
+        frame, schema = bimodal_frame()
+        encoder = ModeSpecificEncoder().fit(frame, schema)
+        with pytest.raises(ValueError, match="numeric column 'x' has 1 missing values"):
+            encoder.transform(pd.DataFrame({"x": [1.0, np.nan]}), np.random.default_rng(0))
 
     def test_infinite_numeric_value_at_transform(self) -> None:
         frame, schema = bimodal_frame()
@@ -378,3 +384,68 @@ class TestValidation:
             ModeSpecificEncoder().fit(frame.iloc[:0], schema)
         with pytest.raises(ValueError, match=r"frame is missing columns \['x'\]"):
             ModeSpecificEncoder().fit(pd.DataFrame({"y": [1.0]}), schema)
+
+
+class TestMissingNumericValues:
+    """Numeric gaps are modelled: a [present, missing] indicator that is a discrete span."""
+
+    @staticmethod
+    def gappy(n: int = 400, seed: int = 3) -> tuple[pd.DataFrame, Schema]:
+        rng = np.random.default_rng(seed)
+        x = bimodal(n // 2, seed)
+        x[rng.random(n) < 0.2] = np.nan
+        age = pd.array(rng.integers(17, 90, n), dtype="Int64")
+        age[rng.random(n) < 0.1] = pd.NA
+        frame = pd.DataFrame({"x": x, "age": age, "c": rng.choice(["a", "b"], n)})
+        schema = Schema((ColumnSpec("x", CONT), ColumnSpec("age", INT), ColumnSpec("c", CAT)))
+        return frame, schema
+
+    def test_indicator_spans_follow_the_mode_blocks_and_condition_like_categories(self) -> None:
+        frame, schema = self.gappy()
+        encoder = ModeSpecificEncoder().fit(frame, schema)
+        widths = [s.width for s in encoder.spans]
+        assert encoder.spans[0].activation == "tanh" and encoder.spans[2].width == 2
+        assert sum(widths) == encoder.output_dim
+        assert [(s.column, s.width) for s in encoder.discrete_spans] == [
+            ("x", 2),
+            ("age", 2),
+            ("c", 2),
+        ]
+
+    def test_encoding_marks_gaps_and_decoding_restores_them_at_the_same_rows(self) -> None:
+        frame, schema = self.gappy()
+        encoder = ModeSpecificEncoder().fit(frame, schema)
+        encoded = encoder.transform(frame, np.random.default_rng(0))
+        assert np.isfinite(encoded).all()
+        x_span = encoder.discrete_spans[0]
+        gaps = frame["x"].isna().to_numpy()
+        np.testing.assert_array_equal(encoded[:, x_span.start + 1], gaps)
+        np.testing.assert_array_equal(encoded[:, x_span.start], ~gaps)
+        assert (encoded[gaps, 0] == 0).all()
+        back = encoder.inverse_transform(encoded)
+        np.testing.assert_array_equal(back["x"].isna(), gaps)
+        np.testing.assert_array_equal(back["age"].isna(), frame["age"].isna())
+        assert back["age"].dtype == np.float64  # an integer column with gaps reads as float
+        present = ~frame["age"].isna().to_numpy()
+        np.testing.assert_array_equal(
+            back["age"].to_numpy()[present], frame["age"].to_numpy()[present].astype(float)
+        )
+
+    def test_fit_uses_the_present_values_only(self) -> None:
+        frame, schema = self.gappy()
+        complete = frame.dropna(subset=["x"]).reset_index(drop=True)
+        gappy = ModeSpecificEncoder(max_fit_rows=None).fit(frame[["x"]], schema.subset(["x"]))
+        whole = ModeSpecificEncoder(max_fit_rows=None).fit(complete[["x"]], schema.subset(["x"]))
+        fitted = {**kept_fitted(gappy, "x"), "has_missing": False}
+        assert fitted == kept_fitted(whole, "x")
+
+    def test_state_round_trip_keeps_the_indicator(self) -> None:
+        frame, schema = self.gappy()
+        encoder = ModeSpecificEncoder().fit(frame, schema)
+        state = json.loads(json.dumps(encoder.state_dict()))
+        assert state["numeric"]["x"]["has_missing"] is True
+        again = ModeSpecificEncoder.from_state_dict(state)
+        np.testing.assert_array_equal(
+            again.transform(frame, np.random.default_rng(5)),
+            encoder.transform(frame, np.random.default_rng(5)),
+        )

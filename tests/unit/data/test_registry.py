@@ -355,3 +355,7 @@ def test_numbers_stored_as_text_are_read_as_numbers_with_gaps(
     assert dataset.schema.kind_of("code") is ColumnKind.CATEGORICAL
     assert "column 'age' holds numbers stored as text; read as numbers, with 1 blank" in caplog.text
     assert "'weight'" not in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="flwr_vflgan.data.registry"):
+        load_table(path, schema={"code": "categorical"})  # a run loads its table again
+    assert "stored as text" not in caplog.text, "said once per file and column is enough"
