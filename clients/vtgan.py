@@ -420,8 +420,6 @@ def _conditions(
 ) -> np.ndarray:
     """The conditional vectors of every step the server asked this client for, packed:
     the fake rows' conditions, then (critic steps) the real rows'."""
-    if party.sampler.cond_dim == 0:
-        raise ProtocolError("asked for conditions, but this client has no categorical columns")
     parts = []
     for step in instruction.condition_steps:
         if not 0 <= step < schedule.total_steps:

@@ -253,9 +253,17 @@ class ConditionSampler:
         Raises
         ------
         ValueError
-            If ``batch`` < 1 or the party has no categorical columns.
+            If ``batch`` < 1.
+
+        With no categorical column the conditions are empty (width 0), the columns and
+        categories -1, and :meth:`sample_rows` draws rows uniformly: CTGAN's
+        unconditional training.
         """
         column, category = self._sample(batch, rng, self._train_probabilities, "sample_train")
+        if self.n_columns == 0:
+            # CTGAN's unconditional case: no condition, rows drawn uniformly by sample_rows.
+            empty = np.zeros((batch, 0), dtype=np.float32)
+            return ConditionBatch(cond=empty, mask=empty.copy(), column=column, category=category)
         cond = np.zeros((batch, self.cond_dim), dtype=np.float32)
         cond[np.arange(batch), self._offsets[column] + category] = 1.0
         mask = np.zeros((batch, self.n_columns), dtype=np.float32)
@@ -273,9 +281,13 @@ class ConditionSampler:
         Raises
         ------
         ValueError
-            If ``n`` < 1 or the party has no categorical columns.
+            If ``n`` < 1.
+
+        With no categorical column the conditions are empty: ``(n, 0)``.
         """
         column, category = self._sample(n, rng, self._true_probabilities, "sample_generation")
+        if self.n_columns == 0:
+            return np.zeros((n, 0), dtype=np.float32)
         cond = np.zeros((n, self.cond_dim), dtype=np.float32)
         cond[np.arange(n), self._offsets[column] + category] = 1.0
         return cond
@@ -286,10 +298,8 @@ class ConditionSampler:
         if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
             raise ValueError(f"{caller}: the batch size must be an integer >= 1, got {batch!r}")
         if self.n_columns == 0:
-            raise ValueError(
-                f"{caller}: this party has no categorical columns, so it has no conditional "
-                f"vector to sample"
-            )
+            # No column to condition on: every row stands for "any" (column -1).
+            return np.full(batch, -1, dtype=np.int64), np.full(batch, -1, dtype=np.int64)
         column = rng.integers(0, self.n_columns, size=batch, dtype=np.int64)
         category = np.zeros(batch, dtype=np.int64)
         # A loop over columns (few), not rows; numpy's choice never picks a 0-probability slot.
@@ -337,6 +347,11 @@ class ConditionSampler:
                 f"{category.dtype}"
             )
         column, category = column.astype(np.int64), category.astype(np.int64)
+        if self.n_columns == 0:
+            if column.size and (column != -1).any():
+                raise ValueError("this party has no categorical columns: column must be -1")
+            # Unconditional (CTGAN without discrete columns): uniformly random rows.
+            return rng.integers(0, self._n_rows, size=column.size, dtype=np.int64)
         if column.size and (column.min() < 0 or column.max() >= self.n_columns):
             bad = int(column[(column < 0) | (column >= self.n_columns)][0])
             raise ValueError(f"column must be in [0, {self.n_columns}), got {bad}")

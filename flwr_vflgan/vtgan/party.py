@@ -235,6 +235,12 @@ class VTGANParty:
         """
         rng = numpy_generator(self.private_seed, Stream.CONDITION, step)
         drawn = self.sampler.sample_train(batch, rng)
+        if self.privacy is not None and self.sampler.n_columns == 0:
+            rows = self.dp_rows(step)
+            none = np.full(len(rows), -1, dtype=np.int64)
+            return Condition(
+                drawn.cond, drawn.mask, np.zeros((len(rows), 0), np.float32), none, none
+            )
         if self.privacy is not None:
             rows = self.dp_rows(step)
             column = rng.integers(0, self.sampler.n_columns, size=len(rows))

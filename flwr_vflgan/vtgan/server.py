@@ -115,10 +115,9 @@ class VTGANServer:
         self.cond_dim = int(self.cond_offsets[-1])
         conditioned = [i for i, s in enumerate(shapes) if s.cond_dim > 0]
         if not conditioned:
-            raise ValueError(
-                "VT-GAN needs at least one categorical column at some client: the "
-                "conditional vectors are built from categorical columns"
-            )
+            # No categorical column anywhere: CTGAN's unconditional training. The chosen
+            # client (by column count) draws the real batch uniformly; conditions are empty.
+            conditioned = list(range(len(shapes)))
         weights = np.array(
             [shapes[i].n_columns if i in conditioned else 0 for i in range(len(shapes))],
             dtype=float,
@@ -147,7 +146,8 @@ class VTGANServer:
     # -- conditions ------------------------------------------------------------------
     def choose_client(self, step: int) -> int:
         """The client whose conditional vector drives step ``step`` (probability
-        proportional to its column count, among clients with categorical columns)."""
+        proportional to its column count, among clients with categorical columns; among
+        all clients when none has one)."""
         rng = numpy_generator(self.seed, Stream.CHOICE, step)
         return int(rng.choice(len(self.shapes), p=self.choice_probs))
 

@@ -128,3 +128,30 @@ def test_a_table_with_numeric_gaps_and_numbers_as_text_trains_and_publishes_gaps
         assert 0 < synthetic[column].isna().mean() < 1, column
     assert metrics["evaluation"]["settings"]["numeric_gaps"] == ["age", "hours-per-week"]
     assert metrics["evaluation"]["ai_utility"]["total_difference"] is not None
+
+
+@pytest.mark.parametrize("variant", ["vtgan", "ctgan"])
+def test_vtgan_and_ctgan_train_on_a_table_without_categorical_columns(
+    tmp_path: Path, variant: str
+) -> None:
+    """No categorical column anywhere: CTGAN's unconditional training (empty conditional
+    vectors, the real batch drawn uniformly by the chosen client)."""
+    import pandas as pd
+
+    from flwr_vflgan.data import load_dataset
+    from flwr_vflgan.simulations.families import run_experiment
+
+    columns = ["age", "fnlwgt", "education-num", "hours-per-week"]
+    real = load_dataset("adult").frame[columns].iloc[:600]
+    path = tmp_path / "numeric.csv"
+    real.to_csv(path, index=False)
+    data = DataSpec(source=str(path), n_parties=2)
+    train = {"epochs": 2, "batch_size": 64}
+    metrics = run_experiment(_spec(tmp_path, data, train, FAST, 300, variant))
+    synthetic = pd.read_csv(tmp_path / "run" / "synthetic.csv")
+    assert list(synthetic.columns) == columns and len(synthetic) == 300
+    assert not synthetic.isna().any().any()
+    for column in columns:
+        assert real[column].min() <= synthetic[column].min() <= synthetic[column].max()
+        assert synthetic[column].max() <= real[column].max()
+    assert metrics["evaluation"]["statistics"]["avg_wd"] is not None

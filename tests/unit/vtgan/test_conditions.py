@@ -49,14 +49,22 @@ class TestLayout:
         np.testing.assert_array_equal(s.category_counts(0), [6, 2])
         np.testing.assert_array_equal(s.category_counts(1), [5, 0, 3])
 
-    def test_no_categorical_columns(self) -> None:
+    def test_no_categorical_columns_is_ctgans_unconditional_case(self) -> None:
         s = ConditionSampler(encoded_matrix(), [])
         assert (s.n_columns, s.cond_dim, s.cond_offsets) == (0, 0, ())
         rng = np.random.default_rng(0)
-        with pytest.raises(ValueError, match="sample_train: this party has no categorical columns"):
-            s.sample_train(4, rng)
-        with pytest.raises(ValueError, match="sample_generation: this party has no categorical"):
-            s.sample_generation(4, rng)
+        drawn = s.sample_train(4, rng)
+        assert drawn.cond.shape == (4, 0) and drawn.mask.shape == (4, 0)
+        assert (drawn.column == -1).all() and (drawn.category == -1).all()
+        assert s.sample_generation(3, rng).shape == (3, 0)
+        rows = s.sample_rows(drawn.column, drawn.category, np.random.default_rng(1))
+        assert rows.shape == (4,) and ((rows >= 0) & (rows < s.n_rows)).all()
+        many = s.sample_rows(np.full(4000, -1), np.full(4000, -1), np.random.default_rng(2))
+        assert np.bincount(many, minlength=s.n_rows).min() > 0  # uniform over every row
+        with pytest.raises(ValueError, match="no categorical columns: column must be -1"):
+            s.sample_rows(np.zeros(2, np.int64), np.zeros(2, np.int64), rng)
+        with pytest.raises(ValueError, match="batch size must be an integer >= 1"):
+            s.sample_train(0, rng)
 
 
 class TestSampleTrain:
