@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,10 @@ import pytest
 from flwr_vflgan.data import load_dataset
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_DATASETS = REPO.parent / "shared" / "datasets"
+SHARED_DATASETS = Path(
+    os.environ.get("FLWR_VFLGAN_DATA_DIR") or REPO.parent / "shared" / "datasets"
+)
+"""The offline datasets: ``$FLWR_VFLGAN_DATA_DIR`` if set, else ../shared/datasets."""
 
 
 @pytest.fixture(scope="session")

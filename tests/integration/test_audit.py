@@ -60,6 +60,73 @@ def _record_run(
     return to_parties, to_server, blocks
 
 
+ALLOWED: dict[tuple[str, str], dict[str, set[str]]] = {
+    # Server -> party: configuration and the gradients w.r.t. the party's features.
+    ("to_party", P.SETUP): {
+        P.CONFIG: {
+            "algorithm",
+            "checkpoint_root",
+            "data_spec",
+            "n_parties",
+            "protocol_version",
+            "resume_step",
+            "run_seed",
+        }
+    },
+    ("to_party", P.STEP): {
+        P.CONFIG: {
+            "apply_count",
+            "apply_start",
+            "checkpoint",
+            "eval_draw",
+            "eval_rows",
+            "forward_count",
+            "forward_start",
+            PACKED,
+            "promote_best",
+        }
+    },
+    ("to_party", P.GENERATE): {P.CONFIG: {"draw", "n_rows", "promote_best", "use_best"}},
+    # Party -> server: setup facts, features (packed), evaluation rows, the publication.
+    ("to_server", P.SETUP): {
+        P.CONFIG: {
+            "partition_id",
+            "n_rows",
+            "id_digest",
+            "dp_allowed_steps",  # a count of steps; -1 without DP
+            "seed_commitment",  # a hash of the shared seed, the same from every party
+            "columns",  # the party's column names (the published table has them too)
+        }
+    },
+    ("to_server", P.STEP): {
+        P.CONFIG: {"batch_rows", "forward_count", "forward_start", PACKED},
+        P.FEATURES: {P.ROWS},
+    },
+    ("to_server", P.GENERATE): {P.SYNTHETIC: {"n_rows", "parquet", "privacy"}},
+}
+"""Every record and field each kind of message may carry, per direction: a field added on
+either side (a raw column in a step reply, say) fails the audit until it is listed here."""
+
+
+def _check_fields(message: Message, direction: str) -> None:
+    """The message's records and fields are the listed ones (at most), and a party's
+    step-reply config fields besides the packed features are step bookkeeping: integers
+    or lists of integers (batch sizes), never floats or text that could carry a column."""
+    allowed = ALLOWED[(direction, message.metadata.message_type)]
+    assert set(message.content) <= set(allowed), (direction, set(message.content))
+    for name, record in message.content.items():
+        extra = set(record) - allowed[name]
+        assert not extra, f"{direction} {message.metadata.message_type}: unlisted {name} {extra}"
+    if direction == "to_server" and message.metadata.message_type == P.STEP:
+        for key, value in message.content[P.CONFIG].items():
+            if key == PACKED:
+                continue
+            items = value if isinstance(value, list) else [value]
+            assert all(isinstance(v, int) and not isinstance(v, bool) for v in items), key
+            if key == "batch_rows":
+                assert all(0 < v <= BATCH for v in items), value
+
+
 def _config_values(message: Message) -> list[object]:
     """Config values, without a packed block's float32 bytes (the features and gradients,
     checked on their own; their repr could spell any digits)."""
@@ -87,6 +154,7 @@ def test_every_message_carries_only_what_the_protocol_allows(
     for message in to_parties:
         kind = message.metadata.message_type
         assert kind in (P.SETUP, P.STEP, P.GENERATE)
+        _check_fields(message, "to_party")
         # A block this small travels inside the config record (no array record at all).
         assert set(message.content) == {P.CONFIG}
         if PACKED in message.content[P.CONFIG]:
@@ -105,7 +173,7 @@ def test_every_message_carries_only_what_the_protocol_allows(
     widths = {b.encoder.output_dim for b in blocks}
     for message in to_server:
         kind = message.metadata.message_type
-        assert set(message.content) <= {P.CONFIG, P.FEATURES, P.SYNTHETIC}
+        _check_fields(message, "to_server")
         config = message.content.get(P.CONFIG)
         if isinstance(config, ConfigRecord) and PACKED in config:
             # The block's features: float32, FEATURE wide, the rows of the block's steps.
@@ -113,14 +181,7 @@ def test_every_message_carries_only_what_the_protocol_allows(
             assert isinstance(raw, bytes) and len(raw) % (FEATURE * 4) == 0
             assert len(raw) // (FEATURE * 4) in packed_rows
         if kind == P.SETUP:
-            assert set(message.content[P.CONFIG]) == {
-                "partition_id",
-                "n_rows",
-                "id_digest",
-                "dp_allowed_steps",  # a count of steps; -1 without DP
-                "seed_commitment",  # a hash of the shared seed, the same from every party
-                "columns",  # the party's column names (the published table has them too)
-            }
+            assert set(message.content[P.CONFIG]) == ALLOWED[("to_server", P.SETUP)][P.CONFIG]
             assert (message.content[P.CONFIG]["dp_allowed_steps"] == -1) == (dp is None)
             # SHA-256 of the tag, the run seed (the strategy's, 1) and the shared seed.
             tag = b"flwr-vflgan shared-seed commitment v1\0"
@@ -167,6 +228,11 @@ def test_no_real_row_reaches_the_server(adult_small: Path) -> None:
         table = pd.read_parquet(io.BytesIO(message.content[P.SYNTHETIC]["parquet"]))
         # A party publishes its own columns only, synthetic and of the requested size.
         assert list(table.columns) == block.schema.names and len(table) == 120
+        # ... and not its training rows: each block has a continuous column, so an exact
+        # copy of a training row is rare by chance (none in the measured runs).
+        training = set(map(tuple, block.frame[block.schema.names].astype(str).values.tolist()))
+        copies = sum(row in training for row in map(tuple, table.astype(str).values.tolist()))
+        assert copies <= 0.05 * len(table), f"{copies} of {len(table)} published rows are real"
 
 
 def test_the_server_strategy_holds_no_party_seed_or_data(adult_small: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -164,7 +165,10 @@ def test_wgan_gp_reference_trains_on_the_concatenated_table(
 
 def test_mnist_pixels_split_between_parties_use_tanh_outputs() -> None:
     """Paper 000's image setting: pixels scaled to [-1, 1], tanh outputs, label with the last party."""
-    datasets = Path(__file__).resolve().parents[3] / "shared" / "datasets"
+    datasets = Path(
+        os.environ.get("FLWR_VFLGAN_DATA_DIR")
+        or Path(__file__).resolve().parents[3] / "shared" / "datasets"
+    )
     assert datasets.is_dir(), f"the shared datasets folder is missing: {datasets}"
     spec = DataSpec(
         source="mnist_5k", n_parties=2, numeric_scaling="minmax", data_dir=str(datasets)

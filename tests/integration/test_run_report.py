@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,10 @@ from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.runtime.party_data import DataSpec
 
-SHARED_DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"
+SHARED_DATASETS = Path(
+    os.environ.get("FLWR_VFLGAN_DATA_DIR")
+    or Path(__file__).resolve().parents[3] / "shared" / "datasets"
+)
 FAST = EvaluationConfig(
     classifiers=("decision_tree", "logistic_regression"), dcr_max_rows=300, avd_combinations=5
 )

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-# tests/unit/data/conftest.py -> parents[3] is the repository root; ../shared sits beside it.
-SHARED_DATASETS = Path(__file__).resolve().parents[3].parent / "shared" / "datasets"
+# $FLWR_VFLGAN_DATA_DIR if set; else ../shared/datasets beside the repository root
+# (tests/unit/data/conftest.py -> parents[3] is the repository root).
+SHARED_DATASETS = Path(
+    os.environ.get("FLWR_VFLGAN_DATA_DIR")
+    or Path(__file__).resolve().parents[3].parent / "shared" / "datasets"
+)
 
 
 @pytest.fixture(scope="session")

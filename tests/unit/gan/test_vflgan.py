@@ -496,3 +496,40 @@ def test_poisson_batches_flow_through_a_party(make_config, party_spans, party_ta
         party.apply(step, StepKind.DISCRIMINATOR, zeros, zeros)
     assert len(sizes) > 1
     assert party.batch_rows(6, StepKind.GENERATOR) == config.train.batch_size
+
+
+def test_a_dp_party_update_releases_first_layer_noise_of_the_planned_size(
+    make_config, party_spans, party_tables
+):
+    """Through the trainer's own update path (not the mechanism alone): two parties that
+    differ only in their DP noise seed step their first layer with gradients whose
+    difference is the difference of two noise draws, std sqrt(2) x 2 C sigma (eq. 21)."""
+    from dataclasses import replace
+
+    from flwr_vflgan.privacy import DPConfig, Mechanism, plan_privacy
+
+    dp = DPConfig(mechanism=Mechanism.VFLGAN_GAUSSIAN, target_epsilon=10.0, delta=1e-5)
+    config = replace(make_config("vflgan"), dp=dp)
+    plan = plan_privacy(dp, dataset_size=N_ROWS, batch_size=8, planned_steps=20)
+    assert plan.noise_multiplier > 0
+    data = party_tables(1, N_ROWS)[0]
+    released = []
+    for noise_seed in (1, 2):
+        party = PartyTrainer(config, party_spans[0], data, SHARED_SEED, 0, plan, noise_seed)
+        first = next(m for m in party.discriminator.modules() if isinstance(m, nn.Linear))
+        captured: list[torch.Tensor] = []
+        step_once = party.d_opt.step
+
+        def spy(*args, _first=first, _captured=captured, _step=step_once, **kwargs):
+            _captured.append(_first.weight.grad.detach().clone())
+            return _step(*args, **kwargs)
+
+        party.d_opt.step = spy  # type: ignore[method-assign]
+        out = party.forward(0, StepKind.DISCRIMINATOR)
+        zeros = torch.zeros_like(out.real)
+        party.apply(0, StepKind.DISCRIMINATOR, zeros, torch.zeros_like(out.fake))
+        (grad,) = captured
+        released.append(grad.to(torch.float64))
+    difference = released[0] - released[1]
+    expected = 2**0.5 * 2 * plan.clip * plan.noise_multiplier
+    assert float(difference.std()) == pytest.approx(expected, rel=0.25)

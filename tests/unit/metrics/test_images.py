@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,10 @@ from flwr_vflgan.metrics.images import (
     inception_score_from_probabilities,
 )
 
-DATASETS = Path(__file__).resolve().parents[4] / "shared" / "datasets"
+DATASETS = Path(
+    os.environ.get("FLWR_VFLGAN_DATA_DIR")
+    or Path(__file__).resolve().parents[4] / "shared" / "datasets"
+)
 PIXELS = [f"pixel_{i}" for i in range(784)]
 # Cheaper than the defaults so the module stays fast; the full schedule is the slow test.
 FAST = ImageMetricsConfig(autoencoder_epochs=5, classifier_hidden=(256,), classifier_epochs=8)
@@ -38,7 +42,10 @@ def mnist() -> pd.DataFrame:
     try:
         return load_dataset("mnist_5k", data_dir=str(DATASETS)).frame
     except DatasetUnavailableError as exc:
-        pytest.skip(f"mnist_5k is not on this machine: {exc}")
+        pytest.fail(
+            f"mnist_5k is not on this machine ({exc}); these tests need ../shared/datasets "
+            "beside the checkout or FLWR_VFLGAN_DATA_DIR set to a folder holding mnist_5k/"
+        )
 
 
 @pytest.fixture(scope="module")

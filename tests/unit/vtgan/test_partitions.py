@@ -117,3 +117,35 @@ def test_a_restored_client_draws_the_rows_a_client_in_memory_draws() -> None:
     restored.set_order(live.order.copy(), live.round)
     for step in range(20, 30):
         np.testing.assert_array_equal(live.real_rows(step, 16), restored.real_rows(step, 16))
+
+
+def test_training_with_shuffling_reorders_every_client_alike_and_keeps_rows_whole() -> None:
+    """Paper 001, 3.1.5: after each round every client applies the same permutation (from
+    the clients' shared seed), so row i is the same person at every client, and a
+    client's sampler follows its rows: a row it draws for a category holds that category."""
+    from flwr_vflgan.vtgan.party import shuffle_permutation
+
+    settings = VTGANSettings(latent_dim=8, generator_width=24, discriminator_width=20)
+    _, parties, _, _, _, _ = _train(settings, 2, steps=9)  # 3 rounds of 2 D + 1 G steps
+    a, b = parties
+    assert a.round == b.round == 3
+    np.testing.assert_array_equal(a.order, b.order)  # aligned across clients
+    assert sorted(a.order.tolist()) == list(range(a.n_rows))
+    before = a.order.copy()
+    a.shuffle()
+    b.shuffle()
+    expected = before[shuffle_permutation(a.shared_seed, 3, a.n_rows)]
+    np.testing.assert_array_equal(a.order, expected)
+    np.testing.assert_array_equal(a.order, b.order)
+    assert a.round == 4 and not np.array_equal(a.order, before)
+    assert not np.array_equal(
+        shuffle_permutation(a.shared_seed, 3, a.n_rows),
+        shuffle_permutation(a.shared_seed + 1, 3, a.n_rows),
+    )
+    span = a.discrete_spans[0]
+    codes = a.encoded.numpy()[:, span.start : span.stop].argmax(axis=1)
+    category = int(codes[0])
+    rows = a.sampler.sample_rows(
+        np.zeros(50, np.int64), np.full(50, category), np.random.default_rng(0)
+    )
+    assert (codes[a.order[rows]] == category).all()  # current index -> original row
