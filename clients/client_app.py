@@ -39,12 +39,17 @@ CLIENT_FAMILIES: dict[str, ClientFamily] = {
         "flwr_vflgan.clients.vtgan:VTGANClient",
         {P.VT_SETUP: "setup", P.VT_BUILD: "build", P.VT_STEP: "step", P.VT_GENERATE: "generate"},
     ),
+    "keys": ClientFamily(
+        "flwr_vflgan.clients.keys:KeyAgreementClient",
+        {P.KEY_OFFER: "offer", P.KEY_SEAL: "seal", P.KEY_OPEN: "open"},
+    ),
     "gafm": ClientFamily(
         "flwr_vflgan.clients.gafm:GAFMClient",
         {P.GF_SETUP: "setup", P.GF_STEP: "step", P.GF_PREDICT: "predict"},
     ),
 }
-"""Every family's party side: adding a family adds its line here (docs/architecture.md)."""
+"""Every family's party side, and the parties' shared-seed agreement (``keys``): adding a
+family adds its line here (docs/architecture.md)."""
 
 
 class PartyClients:

@@ -104,13 +104,25 @@ def node_partition_id(context: Context) -> int:
         ) from None
 
 
+def agreed_seed(context: Context) -> int | None:
+    """The seed this party agreed on with the others in this run, if it did."""
+    if P.STATE_KEYS not in context.state:
+        return None
+    seed = json.loads(str(context.state[P.STATE_KEYS]["json"])).get("seed")
+    return None if seed is None else int(seed)
+
+
 def node_shared_seed(context: Context, run_seed: int) -> int:
     """The seed all parties share and the server does not know.
 
-    Order: ``node_config['shared-seed']``, then ``$FLWR_VFLGAN_SHARED_SEED``; only when
-    neither is set is it derived from the run seed, which the server also knows, and a
-    warning says so.
+    Order: the seed the parties agreed on in this run (``runtime.key_agreement``,
+    ``clients/keys.py``), then ``node_config['shared-seed']``, then
+    ``$FLWR_VFLGAN_SHARED_SEED``; only when none is set is it derived from the run seed,
+    which the server also knows, and a warning says so.
     """
+    agreed = agreed_seed(context)
+    if agreed is not None:
+        return agreed
     value = context.node_config.get(P.NODE_SHARED_SEED, os.environ.get(P.ENV_SHARED_SEED))
     if value is None or value == "":
         log.warning(

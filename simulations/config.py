@@ -44,6 +44,11 @@ class RuntimeConfig:
         Seconds to wait for all SuperNodes to connect.
     cpus_per_node
         CPU share of each simulated node (Ray ``client_resources.num_cpus``).
+    key_agreement
+        The parties agree on their shared seed among themselves before setup (X25519
+        over the server, which sees public keys and sealed seeds only;
+        docs/deployment.md, "Agreed shared seeds"), instead of each reading
+        ``node_config`` ``shared-seed``. For the GAN families; not with a resumed run.
     steps_per_exchange
         Training steps per exchange of the families that carry several
         (``train.steps_per_exchange`` of the VFLGAN family, ``gafm.steps_per_exchange``),
@@ -60,8 +65,13 @@ class RuntimeConfig:
     """Intra-op threads of PyTorch; the models are small, and more threads than one per
     process only contend when parties share cores."""
     steps_per_exchange: int = 1
+    key_agreement: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.key_agreement, bool):
+            raise ValueError(
+                f"runtime.key_agreement must be true or false, got {self.key_agreement!r}"
+            )
         if (
             not isinstance(self.steps_per_exchange, int)
             or isinstance(self.steps_per_exchange, bool)

@@ -64,6 +64,7 @@ def strategy_settings(spec: RunSpec, progress: Callable | None = None) -> dict[s
         "timeout": spec.runtime.timeout,
         "node_wait_timeout": spec.runtime.node_wait_timeout,
         "progress": progress,
+        "key_agreement": spec.runtime.key_agreement,
     }
 
 

@@ -17,12 +17,21 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
-from flwr.app import Message
+from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import ProtocolError
+from flwr_vflgan.runtime.messages import KeyOffer, KeyOpen, KeySeal
 from flwr_vflgan.runtime.party_data import DataSpec
 
-from .exchange import DEFAULT_POLL_INTERVAL, check_strategy_args, exchange, wait_for_nodes
+from .exchange import (
+    DEFAULT_POLL_INTERVAL,
+    RunStopped,
+    check_strategy_args,
+    exchange,
+    wait_for_nodes,
+)
 
 if TYPE_CHECKING:
     from typing import NotRequired
@@ -58,6 +67,7 @@ class StrategyArgs(TypedDict):
     timeout: NotRequired[float]
     node_wait_timeout: NotRequired[float]
     progress: NotRequired[Progress | None]
+    key_agreement: NotRequired[bool]
 
 
 class VerticalStrategy(Generic[RunT, ResultT]):
@@ -83,6 +93,10 @@ class VerticalStrategy(Generic[RunT, ResultT]):
         Seconds to wait for ``n_parties`` nodes to connect.
     progress
         Called with a record after every evaluation (family-specific fields).
+    key_agreement
+        Before setup, let the parties agree on their shared seed among themselves
+        (X25519, the server relays public keys and sealed seeds:
+        :mod:`flwr_vflgan.runtime.keys`) instead of each reading one from its settings.
     min_parties
         The fewest parties the family trains with.
 
@@ -103,6 +117,7 @@ class VerticalStrategy(Generic[RunT, ResultT]):
         timeout: float = 600.0,
         node_wait_timeout: float = 120.0,
         progress: Progress | None = None,
+        key_agreement: bool = False,
         min_parties: int = 1,
     ) -> None:
         check_strategy_args(
@@ -123,6 +138,7 @@ class VerticalStrategy(Generic[RunT, ResultT]):
         self.timeout = timeout
         self.node_wait_timeout = node_wait_timeout
         self.progress = progress
+        self.key_agreement = key_agreement
         self.party_names: dict[int, str] = {}
 
     def name_parties(self, order: Sequence[int], word: str = "party") -> None:
@@ -188,3 +204,50 @@ class VerticalStrategy(Generic[RunT, ResultT]):
     def conclude(self, run: RunT, train_seconds: float) -> ResultT:
         """Publication and the run's result."""
         raise NotImplementedError
+
+    # -- the parties' shared seed -----------------------------------------------------------
+    def agree_shared_seed(self, grid: Grid, nodes: Sequence[int]) -> int:
+        """Relay the parties' shared-seed agreement (:mod:`flwr_vflgan.runtime.keys`):
+        their public keys to all, the leader's sealed seeds to the others. The server
+        sees public keys and ciphertexts only; setup then checks that every party holds
+        the same seed. Returns the exchanges it took (3, or 2 with one party).
+
+        Raises
+        ------
+        RunStopped
+            A party refused (a pinned key differs, a seal does not open) or sent a
+            malformed answer; the message names it.
+        """
+        offers = self.exchange(
+            grid, [Message(RecordDict(), n, P.KEY_OFFER) for n in nodes], "key offers"
+        )
+        by_partition: dict[int, tuple[int, bytes]] = {}
+        for node, reply in offers.items():
+            try:
+                offer = KeyOffer.from_content(reply.content)
+            except ProtocolError as exc:
+                raise RunStopped(f"node {node} sent a malformed key offer: {exc}") from exc
+            by_partition[offer.partition_id] = (node, offer.public_key)
+        if sorted(by_partition) != list(range(len(nodes))):
+            raise RunStopped(
+                f"key offers came from partitions {sorted(by_partition)}, expected "
+                f"0..{len(nodes) - 1} once each"
+            )
+        order = [by_partition[p][0] for p in range(len(nodes))]
+        relay = KeySeal([by_partition[p][1] for p in range(len(nodes))], self.seed).to_content()
+        replies = self.exchange(grid, [Message(relay, n, P.KEY_SEAL) for n in order], "key relay")
+        try:
+            sealed = KeySeal.read_reply(replies[order[0]].content, len(nodes))
+        except ProtocolError as exc:
+            raise RunStopped(
+                f"party 0 (node {order[0]}) sent malformed sealed seeds: {exc}"
+            ) from exc
+        if len(nodes) == 1:
+            return 2
+        opens = [
+            Message(KeyOpen(sealed[p]).to_content(), n, P.KEY_OPEN)
+            for p, n in enumerate(order)
+            if p
+        ]
+        self.exchange(grid, opens, "sealed seeds")
+        return 3

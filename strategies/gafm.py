@@ -176,6 +176,11 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
 
         if common.get("publish_rows") is not None:
             raise ValueError("split classification publishes no table: drop publish_rows")
+        if common.get("key_agreement"):
+            raise ValueError(
+                "split classification has no shared seed to agree on: "
+                "runtime.key_agreement applies to the GAN families"
+            )
         super().__init__(**common, min_parties=1)
         self.method = Method(method)
         self.settings = settings

@@ -331,6 +331,15 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         server_config = json.dumps(self.config.to_dict(), sort_keys=True)
         resume = self._load_checkpoint(server_config)
         start_step = int(resume[1]["next_step"]) if resume else 0
+        agreed = 0
+        if self.key_agreement:
+            if resume:
+                raise RunStopped(
+                    "runtime.key_agreement draws a new shared seed for every run, but a "
+                    "resumed run needs the seed of the run it resumes: give every party the "
+                    "same node_config 'shared-seed' to resume, or start in a new directory"
+                )
+            agreed = self.agree_shared_seed(grid, nodes)
         replies = self.exchange(
             grid, self.configure_setup(nodes, start_step if resume else P.NO_STEP), "setup"
         )
@@ -343,6 +352,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         run = _Run(
             grid, order, n_rows, schedule, server, server_plan, budget_stop, started, server_config
         )
+        run.exchanges += agreed
         if resume:
             arrays, meta = resume
             server.state.load(arrays["flat"], meta["optimizer_steps"])

@@ -282,6 +282,7 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _Run:
         """Setup and build: the clients' order, rows and shapes, the privacy plan, the
         server's models."""
+        agreed = self.agree_shared_seed(grid, nodes) if self.key_agreement else 0
         order, n_rows, shapes = self.aggregate_setup(
             self.exchange(grid, self.configure_setup(nodes), "setup")
         )
@@ -291,7 +292,7 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         server = VTGANServer(self.config.vtgan, train, shapes, self.seed, privacy, self.noise_seed)
         self._build(grid, order, server)
         self.traffic = Traffic()
-        return _Run(grid, order, shapes, server, schedule, n_rows, started, exchanges=2)
+        return _Run(grid, order, shapes, server, schedule, n_rows, started, exchanges=2 + agreed)
 
     def conclude(self, run: _Run, train_seconds: float) -> VFLGANResult:
         """Publication (the last generators: VT-GAN evaluates no distance while training)."""

@@ -56,6 +56,9 @@ __all__ = [
     "PACKED",
     "GenerateInstruction",
     "GenerateReply",
+    "KeyOffer",
+    "KeyOpen",
+    "KeySeal",
     "SetupInstruction",
     "SetupReply",
     "StepBlock",
@@ -484,3 +487,90 @@ class GenerateReply:
             except ValueError as exc:
                 raise ProtocolError(f"privacy account is not JSON: {exc}") from exc
         return reply
+
+
+# -- shared-seed agreement (runtime/keys.py) ------------------------------------------------
+
+
+def _key_list(record: ConfigRecord, key: str) -> list[bytes]:
+    values = get_field(record, key, list)
+    assert isinstance(values, list)  # checked by get_field
+    if not all(isinstance(v, bytes) for v in values):
+        raise ProtocolError(f"field {key!r} must be a list of bytes")
+    return list(values)
+
+
+@dataclass(frozen=True)
+class KeyOffer:
+    """Party -> server: its partition id and X25519 public key."""
+
+    partition_id: int
+    public_key: bytes
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        fields = {"partition_id": self.partition_id, "public_key": self.public_key}
+        return RecordDict({P.KEYS: ConfigRecord(fields)})  # type: ignore[arg-type]
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> KeyOffer:
+        """Decode (ProtocolError if malformed: a key is 32 bytes)."""
+        record = get_config(content, P.KEYS)
+        offer = cls(get_int(record, "partition_id"), _bytes(record, "public_key"))
+        if len(offer.public_key) != 32:
+            raise ProtocolError(f"a public key has 32 bytes, got {len(offer.public_key)}")
+        return offer
+
+
+@dataclass(frozen=True)
+class KeySeal:
+    """Server -> every party: all public keys by partition id, and the run's seed (which
+    binds the seals to this run). The leader (partition 0) answers with a sealed seed for
+    each other party; the others answer with none."""
+
+    public_keys: Sequence[bytes]
+    run_seed: int
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        fields = {"public_keys": list(self.public_keys), "run_seed": self.run_seed}
+        return RecordDict({P.KEYS: ConfigRecord(fields)})  # type: ignore[arg-type]
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> KeySeal:
+        """Decode (ProtocolError if malformed)."""
+        record = get_config(content, P.KEYS)
+        keys = _key_list(record, "public_keys")
+        if not keys or any(len(k) != 32 for k in keys):
+            raise ProtocolError("public_keys must be one 32-byte key per party")
+        return cls(tuple(keys), get_int(record, "run_seed"))
+
+    @staticmethod
+    def reply(sealed: Sequence[bytes]) -> RecordDict:
+        """A party's answer: the leader's sealed seed per partition (its own empty)."""
+        return RecordDict({P.KEYS: ConfigRecord({"sealed": list(sealed), "count": len(sealed)})})
+
+    @staticmethod
+    def read_reply(content: RecordDict, n_parties: int) -> list[bytes]:
+        """The leader's sealed seeds, one per partition (ProtocolError if malformed)."""
+        record = get_config(content, P.KEYS)
+        sealed = _key_list(record, "sealed") if get_int(record, "count") else []
+        if len(sealed) != n_parties:
+            raise ProtocolError(f"the leader sealed {len(sealed)} seeds for {n_parties} parties")
+        return sealed
+
+
+@dataclass(frozen=True)
+class KeyOpen:
+    """Server -> a non-leader party: the seed the leader sealed for it."""
+
+    sealed: bytes
+
+    def to_content(self) -> RecordDict:
+        """The message content."""
+        return RecordDict({P.KEYS: ConfigRecord({"sealed": self.sealed})})
+
+    @classmethod
+    def from_content(cls, content: RecordDict) -> KeyOpen:
+        """Decode (ProtocolError if malformed)."""
+        return cls(_bytes(get_config(content, P.KEYS), "sealed"))

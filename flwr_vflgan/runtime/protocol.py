@@ -45,6 +45,20 @@ NODE_NOISE_SEED = "noise-seed"
 """Seed of the party's DP noise, known to that party alone (optional)."""
 ENV_SHARED_SEED = "FLWR_VFLGAN_SHARED_SEED"
 
+# Shared-seed agreement among the parties (runtime/keys.py): public keys, relayed keys,
+# sealed seeds. Used before setup when the run asks for it (runtime.key_agreement).
+KEY_OFFER = "query.key_offer"
+KEY_SEAL = "query.key_seal"
+KEY_OPEN = "query.key_open"
+KEYS = "keys"
+STATE_KEYS = "keys.party"
+"""A party's key-agreement state: its private key, the leader's public key, the run
+seed and, once agreed, the shared seed (never sent)."""
+NODE_KEY_FILE = "key-file"
+"""A party's fixed X25519 private key (a file of 64 hex digits), for pinning."""
+NODE_PEER_KEYS = "peer-keys"
+"""The public keys a party expects, by partition id (comma-separated hex; pinning)."""
+
 NO_STEP = -1
 """Step field value meaning "nothing to apply" or "no forward pass"."""
 
