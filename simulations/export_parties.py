@@ -131,13 +131,17 @@ def export_parties(data: DataSpec, export: ExportConfig, label_party: bool = Fal
     )
 
 
-def node_config_text(partition_id: int, n_parties: int, data_path: Path, shared_seed: int) -> str:
-    """A party's ``--node-config`` value: its partition, its file and the shared seed."""
+def node_config_text(
+    partition_id: int, n_parties: int, data_path: Path, shared_seed: int | None
+) -> str:
+    """A party's ``--node-config`` value: its partition, its file and the shared seed
+    (none where the parties agree on one: ``runtime.key_agreement``)."""
     if '"' in str(data_path):
         raise ValueError(f'party file path {data_path} contains a double quote (")')
+    seed = "" if shared_seed is None else f" {P.NODE_SHARED_SEED}={shared_seed}"
     return (
         f"{P.NODE_PARTITION_ID}={partition_id} num-partitions={n_parties} "
-        f"{P.NODE_DATA_PATH}={json.dumps(str(data_path))} {P.NODE_SHARED_SEED}={shared_seed}"
+        f"{P.NODE_DATA_PATH}={json.dumps(str(data_path))}{seed}"
     )
 
 

@@ -80,13 +80,21 @@ def flower_env(flwr_home: Path, extra: Mapping[str, str] | None = None) -> dict[
     return env
 
 
-def write_flower_config(flwr_home: Path, name: str, address: str) -> Path:
-    """``$FLWR_HOME/config.toml`` naming one insecure SuperLink connection ``name``."""
+def write_flower_config(
+    flwr_home: Path, name: str, address: str, root_certificates: Path | None = None
+) -> Path:
+    """``$FLWR_HOME/config.toml`` naming one SuperLink connection ``name``: insecure, or
+    over TLS trusting ``root_certificates``."""
     flwr_home.mkdir(parents=True, exist_ok=True)
     path = flwr_home / "config.toml"
+    security = (
+        "insecure = true"
+        if root_certificates is None
+        else f"root-certificates = {json.dumps(str(root_certificates))}"
+    )
     path.write_text(
-        f'[superlink]\ndefault = "{name}"\n\n'
-        f'[superlink.{name}]\naddress = "{address}"\ninsecure = true\n',
+        f'[superlink]\ndefault = "{name}"\n\n[superlink.{name}]\naddress = "{address}"\n'
+        f"{security}\n",
         encoding="utf-8",
     )
     return path

@@ -45,6 +45,7 @@ from flwr_vflgan.simulations.flower_processes import (
     wait_for_run_metrics,
     write_flower_config,
 )
+from flwr_vflgan.simulations.tls import LocalPKI, make_local_pki
 
 NodeKind = Literal["party", "supernode"]
 FEDERATION = "local-deployment"
@@ -79,13 +80,20 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-def node_args(kind: NodeKind, superlink: str, node_config: str, runtime_port: int) -> list[str]:
+def node_args(
+    kind: NodeKind,
+    superlink: str,
+    node_config: str,
+    runtime_port: int,
+    security: Sequence[str] = ("--insecure",),
+) -> list[str]:
     """The command line of one party's node (a stock SuperNode also serves its
-    ClientApps' Runtime API on ``runtime_port``)."""
+    ClientApps' Runtime API on ``runtime_port``); ``security`` is ``--insecure`` or the
+    TLS and authentication options (:meth:`~simulations.tls.LocalPKI.node_args`)."""
     if kind == "party":
         return [
             executable("flwr-vflgan-node"),
-            "--insecure",
+            *security,
             "--superlink",
             superlink,
             "--node-config",
@@ -93,7 +101,7 @@ def node_args(kind: NodeKind, superlink: str, node_config: str, runtime_port: in
         ]
     return [
         executable("flower-supernode"),
-        "--insecure",
+        *security,
         "--superlink",
         superlink,
         "--host",
@@ -105,14 +113,21 @@ def node_args(kind: NodeKind, superlink: str, node_config: str, runtime_port: in
     ]
 
 
-def start_superlink(procs: FlowerProcesses, port: int, env: Mapping[str, str], cwd: Path) -> None:
-    """An insecure ``flower-superlink`` on 127.0.0.1:``port`` (all its APIs share the port),
-    without runtime dependency installs; returns once it accepts connections."""
+def start_superlink(
+    procs: FlowerProcesses,
+    port: int,
+    env: Mapping[str, str],
+    cwd: Path,
+    security: Sequence[str] = ("--insecure",),
+) -> None:
+    """A ``flower-superlink`` on 127.0.0.1:``port`` (all its APIs share the port), insecure
+    or with ``security`` (:meth:`~simulations.tls.LocalPKI.superlink_args`), without
+    runtime dependency installs; returns once it accepts connections."""
     procs.start(
         "superlink",
         [
             executable("flower-superlink"),
-            "--insecure",
+            *security,
             "--host",
             HOST,
             "--port",
@@ -177,6 +192,24 @@ def launch_and_wait(
     return diagnostics
 
 
+def register_nodes(
+    procs: FlowerProcesses, pki: LocalPKI, env: Mapping[str, str], cwd: Path
+) -> None:
+    """Register every party's public key with the SuperLink (``flwr supernode register``),
+    so that node authentication admits those nodes and no other.
+
+    Raises
+    ------
+    DeploymentFailed
+        The CLI could not register a key.
+    """
+    for i, (_, public) in enumerate(pki.node_keys):
+        log = procs.log_dir / "flwr-cli.log"
+        done = flwr_cli(["supernode", "register", str(public), FEDERATION], env, log, 60, cwd)
+        if done.returncode != 0:
+            raise DeploymentFailed(f"could not register party {i}'s node key\n{procs.logs()}")
+
+
 def deploy(
     overrides: Sequence[str],
     work_dir: Path,
@@ -184,11 +217,15 @@ def deploy(
     nodes: NodeKind = "party",
     timeout: float = 3600.0,
     data: DataSpec | None = None,
+    secure: bool = False,
 ) -> DeploymentResult:
     """Run one deployment end to end and return its metrics.
 
     ``data`` is the table and column split to export (default: composed from
     ``overrides``; a caller that runs inside Hydra already has it and must pass it).
+    ``secure``: TLS with a CA made for the run, SuperNode authentication with each party's
+    key registered through ``flwr supernode register`` (:mod:`simulations.tls`). With
+    ``runtime.key_agreement=true`` in ``overrides`` no node is given a shared seed.
 
     Raises
     ------
@@ -203,22 +240,29 @@ def deploy(
     link_port, *node_ports = free_ports(1 + 8)
     superlink = f"{HOST}:{link_port}"
     run_overrides = shlex.join(["runtime=deployment", *overrides])
-    if data is None:
-        data = to_run_spec(compose_run_config(run_overrides), run_dir).data
+    spec = to_run_spec(compose_run_config(run_overrides), run_dir)
+    data = data if data is not None else spec.data
     env = flower_env(flwr_home, {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
     try:
         exported = export_parties(data, ExportConfig(out_dir=str(parties), superlink=superlink))
-        shared_seed = secrets.randbelow(_SEED_BOUND)
-        start_superlink(procs, link_port, env, work_dir)
+        n = len(exported.data_files)
+        pki = make_local_pki(work_dir / "tls", n) if secure else None
+        start_superlink(
+            procs, link_port, env, work_dir, pki.superlink_args() if pki else ("--insecure",)
+        )
+        write_flower_config(flwr_home, FEDERATION, superlink, pki.ca_cert if pki else None)
+        if pki is not None:
+            register_nodes(procs, pki, env, work_dir)
+        shared_seed = None if spec.runtime.key_agreement else secrets.randbelow(_SEED_BOUND)
         for i, path in enumerate(exported.data_files):
-            node_config = node_config_text(i, len(exported.data_files), path, shared_seed)
+            node_config = node_config_text(i, n, path, shared_seed)
+            security = pki.node_args(i) if pki else ("--insecure",)
             procs.start(
                 f"{nodes}-node-{i}",
-                node_args(nodes, superlink, node_config, node_ports[i]),
+                node_args(nodes, superlink, node_config, node_ports[i], security),
                 env,
                 cwd=work_dir,
             )
-        write_flower_config(flwr_home, FEDERATION, superlink)
         launch_and_wait(
             procs,
             FEDERATION,
@@ -251,6 +295,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", choices=["party", "supernode"], default="party")
     parser.add_argument("--work-dir", required=True, type=Path)
     parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS with a CA made for the run, and SuperNode authentication",
+    )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the run")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.work_dir.exists() and any(args.work_dir.iterdir()):
@@ -260,7 +309,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     try:
-        result = deploy(args.overrides, args.work_dir, nodes=args.nodes, timeout=args.timeout)
+        result = deploy(
+            args.overrides,
+            args.work_dir,
+            nodes=args.nodes,
+            timeout=args.timeout,
+            secure=args.secure,
+        )
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         print(f"local_deployment: error: {exc}", file=sys.stderr)
         return 2

@@ -648,3 +648,47 @@ def test_local_deployment_refuses_a_used_work_dir_in_one_line(
     assert err == [
         f"local_deployment: error: --work-dir {tmp_path} is not empty; give a new folder"
     ]
+
+
+@pytest.mark.slow
+def test_a_deployment_over_tls_with_node_authentication_and_agreed_seeds(
+    tmp_path: Path, adult_small: Path
+) -> None:
+    """SuperLink over TLS (a CA made for the test), SuperNode authentication with each
+    party's key registered through `flwr supernode register`, and no shared seed in any
+    node's settings: the parties agree on one (runtime.key_agreement)."""
+    from flwr_vflgan.simulations.local_deployment import deploy
+
+    overrides = ["runtime.key_agreement=true", "train.epochs=1", "train.max_steps=8"]
+    overrides += ["output.evaluate=false", "output.publish_rows=100"]
+    data = DataSpec(source=str(adult_small), n_parties=2)
+    result = deploy(overrides, tmp_path / "work", timeout=RUN_TIMEOUT, data=data, secure=True)
+    assert result.metrics["steps"] == 8 and result.metrics["runtime"] == "deployment"
+    synthetic = pd.read_csv(result.run_dir / "synthetic.csv")
+    assert len(synthetic) == 100 and list(synthetic.columns) == ADULT_COLUMNS
+    superlink = (result.log_dir / "superlink.log").read_text(errors="replace")
+    assert "running on https://" in superlink  # TLS, not plain HTTP
+    cli = (result.log_dir / "flwr-cli.log").read_text(errors="replace")
+    assert cli.count("registered successfully") == 2
+    for i in range(2):
+        node = (result.log_dir / f"party-node-{i}.log").read_text(errors="replace")
+        assert "shared-seed" not in node and "Traceback" not in node
+
+
+@pytest.mark.slow
+def test_an_unregistered_node_is_refused(tmp_path: Path, processes: FlowerProcesses) -> None:
+    from flwr_vflgan.simulations.local_deployment import node_args
+    from flwr_vflgan.simulations.tls import make_local_pki
+
+    pki = make_local_pki(tmp_path / "tls", 1)
+    link_port, node_port = free_ports(2)
+    env = flower_env(tmp_path / "flwr-home", {})
+    start_superlink(processes, link_port, env, tmp_path, pki.superlink_args())
+    args = node_args("party", f"{HOST}:{link_port}", "partition-id=0", node_port, pki.node_args(0))
+    node = processes.start("party-node-unregistered", args, env, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while node.running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert node.popen is not None and node.popen.poll() not in (None, 0), processes.logs()
+    log = (processes.log_dir / "party-node-unregistered.log").read_text(errors="replace")
+    assert "Failed to activate SuperNode" in log, processes.logs()
