@@ -257,12 +257,8 @@ def deploy(
         for i, path in enumerate(exported.data_files):
             node_config = node_config_text(i, n, path, shared_seed)
             security = pki.node_args(i) if pki else ("--insecure",)
-            procs.start(
-                f"{nodes}-node-{i}",
-                node_args(nodes, superlink, node_config, node_ports[i], security),
-                env,
-                cwd=work_dir,
-            )
+            command = node_args(nodes, superlink, node_config, node_ports[i], security)
+            procs.start(f"{nodes}-node-{i}", command, env, cwd=work_dir)
         launch_and_wait(
             procs,
             FEDERATION,
@@ -274,19 +270,18 @@ def deploy(
         )
         metrics = json.loads((run_dir / "metrics.json").read_text())
         peaks = [peak_rss_mb(p.pid) for p in procs.processes if "-node-" in p.name]
+        wall = time.monotonic() - started
         return DeploymentResult(
-            metrics,
-            run_dir,
-            time.monotonic() - started,
-            procs.log_dir,
-            [p for p in peaks if p is not None],
+            metrics, run_dir, wall, procs.log_dir, [p for p in peaks if p is not None]
         )
     finally:
-        survivors = procs.stop()
-        if survivors:
-            print(
-                f"local_deployment: processes survived the shutdown: {survivors}", file=sys.stderr
-            )
+        _stop(procs)
+
+
+def _stop(procs: FlowerProcesses) -> None:
+    survivors = procs.stop()
+    if survivors:
+        print(f"local_deployment: processes survived the shutdown: {survivors}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
