@@ -85,6 +85,15 @@ def _array(content: RecordDict, name: str, key: str) -> Array:
     return record[key]
 
 
+def _values(array: Array, name: str, key: str) -> np.ndarray:
+    """The array's values, or a ProtocolError if its payload does not deserialize (a
+    truncated or foreign buffer)."""
+    try:
+        return array.numpy()
+    except (ValueError, EOFError, TypeError, OSError) as exc:
+        raise ProtocolError(f"{name}.{key} is not a readable array: {exc}") from None
+
+
 def get_tensor(
     content: RecordDict,
     name: str,
@@ -99,7 +108,7 @@ def get_tensor(
     array = _array(content, name, key)
     if array.dtype not in ("float32", "<f4", np.dtype(np.float32).str):
         raise ProtocolError(f"{name}.{key} must be float32, got {array.dtype}")
-    values = array.numpy()
+    values = _values(array, name, key)
     if values.ndim != len(shape) or any(
         want is not None and got != want for got, want in zip(values.shape, shape, strict=True)
     ):
@@ -124,7 +133,7 @@ def get_indices(
     array = _array(content, name, key)
     if array.dtype not in ("int64", "<i8", np.dtype(np.int64).str):
         raise ProtocolError(f"{name}.{key} must be int64, got {array.dtype}")
-    values = array.numpy()
+    values = _values(array, name, key)
     if values.ndim != 1 or (length is not None and values.shape[0] != length):
         raise ProtocolError(f"{name}.{key} must have shape ({length},), got {values.shape}")
     if values.size and (values.min() < 0 or values.max() >= upper):
