@@ -114,3 +114,22 @@ def test_a_resumed_run_refuses_key_agreement(adult_small: Path, tmp_path: Path) 
     )  # fmt: skip
     with pytest.raises(RunStopped, match="a resumed run needs the seed of the run it resumes"):
         again.start(InProcessGrid(make_client_app(), nodes))
+
+
+def test_split_classification_refuses_key_agreement() -> None:
+    import numpy as np
+    import pandas as pd
+
+    from flwr_vflgan.gafm.config import GAFMSettings, Method
+    from flwr_vflgan.strategies.gafm import GAFMStrategy
+
+    with pytest.raises(ValueError, match="no shared seed to agree on"):
+        GAFMStrategy(
+            Method.GAFM,
+            GAFMSettings(),
+            labels=np.array([0, 1]),
+            label_ids=pd.Series([1, 2]),
+            label="y",
+            n_parties=1,
+            key_agreement=True,
+        )

@@ -1,0 +1,64 @@
+"""One exchange's failure modes: a silent node and an error reply stop the run naming
+the party, in bounded time."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from flwr_vflgan.strategies.exchange import RunStopped, exchange
+
+
+def _messages(*nodes: int) -> list:
+    """What ``exchange`` reads of a message: its destination."""
+    return [SimpleNamespace(metadata=SimpleNamespace(dst_node_id=node)) for node in nodes]
+
+
+class _Grid:
+    """Accepts every message; node 2 never answers, node 3 answers with an error."""
+
+    def __init__(self) -> None:
+        self.pushed: list = []
+
+    def push_messages(self, messages):
+        self.pushed = list(messages)
+        return [f"m{i}" for i in range(len(messages))]
+
+    def pull_messages(self, ids):
+        replies = []
+        for i, message in enumerate(self.pushed):
+            node = message.metadata.dst_node_id
+            if f"m{i}" not in ids or node == 2:
+                continue
+            error = SimpleNamespace(reason="disk full") if node == 3 else None
+            replies.append(
+                SimpleNamespace(
+                    metadata=SimpleNamespace(reply_to_message_id=f"m{i}"),
+                    has_error=lambda error=error: error is not None,
+                    error=error,
+                )
+            )
+        return replies
+
+
+def test_a_silent_node_stops_the_exchange_at_its_timeout_naming_the_party() -> None:
+    started = time.monotonic()
+    names = {2: "party 1 (node 2)"}
+    with pytest.raises(RunStopped, match=r"setup: no reply from party 1 \(node 2\) within 0 s"):
+        exchange(
+            _Grid(), _messages(1, 2), timeout=0.3, poll_interval=0.05, describe="setup", names=names
+        )
+    assert time.monotonic() - started < 2.0
+
+
+def test_an_error_reply_stops_the_exchange_with_its_reason() -> None:
+    names = {3: "party 2 (node 3)"}
+    with pytest.raises(RunStopped, match=r"step 4: party 2 \(node 3\) replied with an error"):
+        exchange(_Grid(), _messages(1, 3), timeout=5, describe="step 4", names=names)
+
+
+def test_two_messages_for_one_node_are_refused() -> None:
+    with pytest.raises(ValueError, match="more than one message for a node in one exchange"):
+        exchange(_Grid(), _messages(1, 1))
