@@ -9,6 +9,10 @@ from typing import Any, TextIO
 
 from .config import RunSpec
 
+BAR_WIDTH = 30
+PLAIN_TICK_SECONDS = 60.0
+"""Least time between two progress lines within an epoch when stdout is not a terminal."""
+
 
 class Reporter:
     """Prints a run's progress; the only place the command-line tools print."""
@@ -16,6 +20,8 @@ class Reporter:
     def __init__(self, spec: RunSpec, stream: TextIO | None = None) -> None:
         self.spec = spec
         self.stream = stream or sys.stdout
+        self._bar_shown = False
+        self._last_plain_tick = 0.0
 
     def _print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -51,7 +57,12 @@ class Reporter:
         )
 
     def progress(self, record: dict[str, float]) -> None:
-        """One line per evaluation (VFLGAN family, GAFM) or per epoch's losses (VT-GAN)."""
+        """One line per evaluation (VFLGAN family, GAFM) or per epoch's losses (VT-GAN);
+        within a long epoch, a progress bar (ticks)."""
+        if record.get("tick"):
+            self._tick(record)
+            return
+        self._clear_bar()
         if "test_auc" in record:
             self._print(
                 f"seed {int(record['seed']):3d}  epoch {int(record['epoch']):4d}/{int(record['epochs'])}  "
@@ -73,8 +84,33 @@ class Reporter:
             )
         self._print(f"{head}{body}  {record['elapsed']:.0f}s")
 
+    def _tick(self, record: dict[str, float]) -> None:
+        """A bar redrawn in place on a terminal; elsewhere (a log, CI) a plain line at
+        most every :data:`PLAIN_TICK_SECONDS`."""
+        done, total, elapsed = int(record["step"]), int(record["total_steps"]), record["elapsed"]
+        fraction = min(1.0, done / max(total, 1))
+        eta = elapsed / fraction - elapsed if fraction > 0 else float("nan")
+        text = (
+            f"step {done:7d}/{total}  {100 * fraction:5.1f}%  {elapsed:.0f}s, about {eta:.0f}s left"
+        )
+        if self.stream.isatty():
+            filled = round(BAR_WIDTH * fraction)
+            bar = "#" * filled + "." * (BAR_WIDTH - filled)
+            self.stream.write(f"\r[{bar}] {text}")
+            self.stream.flush()
+            self._bar_shown = True
+        elif elapsed - self._last_plain_tick >= PLAIN_TICK_SECONDS:
+            self._last_plain_tick = elapsed
+            self._print(text)
+
+    def _clear_bar(self) -> None:
+        if self._bar_shown:
+            self.stream.write("\r\033[K")
+            self._bar_shown = False
+
     def finish(self, metrics: dict[str, Any]) -> None:
         """The summary after the outputs were written."""
+        self._clear_bar()
         if "summary" in metrics:
             summary = metrics["summary"]
             auc = summary["test_auc"]

@@ -48,6 +48,9 @@ RunT = TypeVar("RunT")
 ResultT = TypeVar("ResultT")
 
 
+TICK_SECONDS = 5.0
+"""Least time between two ticks of a long epoch's progress (:meth:`VerticalStrategy.tick`)."""
+
 PROGRESS_RECORD = {"progress": True}
 """``extra`` of a log record that repeats what the ``progress`` callback reports (an
 epoch's line): a command line that prints the callback's lines filters these from its
@@ -140,6 +143,8 @@ class VerticalStrategy(Generic[RunT, ResultT]):
         self.progress = progress
         self.key_agreement = key_agreement
         self.party_names: dict[int, str] = {}
+        self.tick_seconds = TICK_SECONDS
+        self._last_tick = 0.0
 
     def name_parties(self, order: Sequence[int], word: str = "party") -> None:
         """Name each node of ``order`` (node ids by partition id) in every later error:
@@ -204,6 +209,19 @@ class VerticalStrategy(Generic[RunT, ResultT]):
     def conclude(self, run: RunT, train_seconds: float) -> ResultT:
         """Publication and the run's result."""
         raise NotImplementedError
+
+    def tick(self, step: int, total_steps: int, started: float) -> None:
+        """Within a long epoch, tell ``progress`` how far training is: a record with
+        ``tick`` set, the steps done and the total, at most every :attr:`tick_seconds`
+        and not before the run is that old (the command line draws it as a progress
+        bar). A ``progress`` callback that reads evaluation fields skips these."""
+        now = time.monotonic()
+        if self.progress is None or now - max(self._last_tick, started) < self.tick_seconds:
+            return
+        self._last_tick = now
+        self.progress(
+            {"tick": True, "step": step, "total_steps": total_steps, "elapsed": now - started}
+        )
 
     # -- the parties' shared seed -----------------------------------------------------------
     def agree_shared_seed(self, grid: Grid, nodes: Sequence[int]) -> int:

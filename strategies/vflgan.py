@@ -458,6 +458,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             features = self.aggregate_step(replies, run.order, forward, schedule)
             pending = _Pending(forward, server_block(run.server, schedule, forward, features))
             run.next_step = forward.stop
+            self.tick(run.next_step, schedule.total_steps, run.started)
 
     def _next_block(self, run: _Run) -> StepBlock:
         end = run.schedule.block_end(run.next_step, self.config.train.steps_per_exchange)

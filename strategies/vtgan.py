@@ -426,6 +426,7 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
                 pending = None
             conditions = upcoming
             last = steps[-1]
+            self.tick(last + 1, schedule.total_steps, run.started)
             if schedule.ends_epoch(last) or last + 1 == schedule.total_steps:
                 self._end_epoch(run, last)
         if pending is not None:

@@ -13,7 +13,7 @@ def stop_in_epoch(epoch: int) -> Callable[[dict[str, float]], None]:
     """A progress callback that interrupts a run at its evaluation of ``epoch``."""
 
     def progress(record: dict[str, float]) -> None:
-        if record["epoch"] == epoch:
+        if not record.get("tick") and record["epoch"] == epoch:
             raise Interrupt
 
     return progress
