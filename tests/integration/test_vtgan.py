@@ -163,6 +163,77 @@ def test_shuffling_stops_the_server_rebuilding_a_column(adult_small: Path, shuff
         assert baseline < 0.9
 
 
+VT_ALLOWED: dict[tuple[str, str], dict[str, set[str]]] = {
+    ("to_client", P.VT_SETUP): {
+        P.CONFIG: {
+            "algorithm",
+            "checkpoint_root",
+            "data_spec",
+            "n_parties",
+            "protocol_version",
+            "resume_step",
+            "run_seed",
+        }
+    },
+    ("to_client", P.VT_BUILD): {
+        P.CONFIG: {"chunk_width", "count_columns", "d_block_width", "g_block_width"}
+    },
+    ("to_client", P.VT_STEP): {
+        P.CONFIG: {
+            "apply_count",
+            "apply_start",
+            "chosen",
+            "condition_steps",
+            "forward_count",
+            "forward_start",
+            "selected_counts",
+        },
+        P.CHUNK: {P.CHUNK},
+        P.GRADS: {PACKED, SELECTED},
+    },
+    ("to_client", P.VT_GENERATE): {P.CONFIG: {"draw", "n_rows", "phase"}, P.CHUNK: {P.CHUNK}},
+    ("to_server", P.VT_SETUP): {
+        P.CONFIG: {
+            "columns",  # the client's column names (the published table has them too)
+            "cond_columns",
+            "cond_dim",
+            "encoded_width",
+            "id_digest",
+            "n_columns",
+            "n_rows",
+            "partition_id",
+            "seed_commitment",
+        }
+    },
+    ("to_server", P.VT_BUILD): {P.CONFIG: {"feature_dim"}},
+    ("to_server", P.VT_STEP): {
+        P.CONFIG: {"cond_loss", "forward_count", "forward_start"},
+        P.CONDITION: {PACKED},
+        P.FEATURES: {PACKED},
+        P.ROW_INDICES: {P.ROW_INDICES},
+        P.CHUNK: {P.CHUNK},
+    },
+    ("to_server", P.VT_GENERATE): {
+        P.CONDITION: {P.COND},
+        P.SYNTHETIC: {"n_rows", "parquet", "privacy"},
+    },
+}
+"""Every record and field of each VT-GAN message kind, per direction: a field added on
+either side (a raw column in a step reply, say) fails the audit until it is listed."""
+
+
+def _check_vt_fields(message: Message, direction: str) -> None:
+    allowed = VT_ALLOWED[(direction, message.metadata.message_type)]
+    assert set(message.content) <= set(allowed), (direction, set(message.content))
+    for name, record in message.content.items():
+        extra = set(record) - allowed[name]
+        assert not extra, f"{direction} {message.metadata.message_type}: unlisted {name} {extra}"
+    if direction == "to_server" and message.metadata.message_type == P.VT_STEP:
+        cfg = message.content[P.CONFIG]
+        assert all(isinstance(cfg[k], int) for k in ("forward_count", "forward_start"))
+        assert "cond_loss" not in cfg or isinstance(cfg["cond_loss"], float)
+
+
 def test_audit_what_crosses_the_wire(adult_small: Path) -> None:
     log: list[Message] = []
     result, _strategy, spec = _run(adult_small, 2, _config(epochs=2), log, rows=100)
@@ -173,6 +244,7 @@ def test_audit_what_crosses_the_wire(adult_small: Path) -> None:
     real_values = [b.frame.to_numpy() for b in blocks]
     for message in to_clients:
         assert message.metadata.message_type in (P.VT_SETUP, P.VT_BUILD, P.VT_STEP, P.VT_GENERATE)
+        _check_vt_fields(message, "to_client")
         for record in message.content.values():
             if isinstance(record, ConfigRecord):
                 assert SHARED not in list(record.values())
@@ -180,6 +252,7 @@ def test_audit_what_crosses_the_wire(adult_small: Path) -> None:
                 assert set(record) <= {PACKED, SELECTED, P.CHUNK}
     n_rows = len(blocks[0].frame)
     for message in to_server:
+        _check_vt_fields(message, "to_server")
         for name, record in message.content.items():
             if isinstance(record, ConfigRecord):
                 assert SHARED not in list(record.values())
