@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
@@ -73,7 +74,7 @@ class StrategyArgs(TypedDict):
     key_agreement: NotRequired[bool]
 
 
-class VerticalStrategy(Generic[RunT, ResultT]):
+class VerticalStrategy(ABC, Generic[RunT, ResultT]):
     """The node count, seed, data spec and exchange settings of a vertical run, and the
     template of its ``start``.
 
@@ -197,18 +198,18 @@ class VerticalStrategy(Generic[RunT, ResultT]):
         """One line describing the configured run (logged as it starts)."""
         return f"{type(self).__name__}({self.n_parties} parties, seed {self.seed})"
 
+    @abstractmethod
     def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> RunT:
         """The setup handshake with ``nodes`` and whatever training needs; returns the
         run's state. ``started`` is the run's start (``time.monotonic()``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def train(self, run: RunT) -> None:
         """The training loop's exchanges."""
-        raise NotImplementedError
 
+    @abstractmethod
     def conclude(self, run: RunT, train_seconds: float) -> ResultT:
         """Publication and the run's result."""
-        raise NotImplementedError
 
     def tick(self, step: int, total_steps: int, started: float) -> None:
         """Within a long epoch, tell ``progress`` how far training is: a record with

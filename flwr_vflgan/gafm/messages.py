@@ -96,13 +96,7 @@ class GAFMSetupReply:
 
     def to_content(self) -> RecordDict:
         """The message's records."""
-        return setup_reply_content(
-            self.partition_id,
-            self.n_rows,
-            self.id_digest,
-            self.columns,
-            n_features=self.n_features,
-        )
+        return setup_reply_content(self, "n_features")
 
 
 @dataclass(frozen=True)

@@ -282,6 +282,24 @@ class PrivacyPlan:
         }
 
 
+def check_holder(config: DPConfig, dataset_size: int, planned_steps: int) -> None:
+    """What every data holder's plan needs (VFLGAN's parties and VT-GAN's clients alike):
+    ``delta`` below ``1 / n`` and at least one planned discriminator step.
+
+    Raises
+    ------
+    ValueError
+        Either does not hold; the message names the value and the rule.
+    """
+    if config.delta >= 1 / dataset_size:
+        raise ValueError(
+            f"dp.delta={config.delta:g} must be below 1/n = {1 / dataset_size:.3g} for a "
+            f"dataset of {dataset_size} rows (a larger delta allows releasing a whole row)"
+        )
+    if planned_steps < 1:
+        raise ValueError(f"the schedule plans {planned_steps} discriminator steps; need >= 1")
+
+
 def plan_privacy(
     config: DPConfig, *, dataset_size: int, batch_size: int, planned_steps: int, parts: int = 1
 ) -> PrivacyPlan:
@@ -314,13 +332,7 @@ def plan_privacy(
     if not config.enabled:
         raise ValueError("plan_privacy needs an enabled dp.mechanism, got dp.mechanism=none")
     assert config.target_epsilon is not None
-    if config.delta >= 1 / dataset_size:
-        raise ValueError(
-            f"dp.delta={config.delta:g} must be below 1/n = {1 / dataset_size:.3g} for a "
-            f"dataset of {dataset_size} rows (a larger delta allows releasing a whole row)"
-        )
-    if planned_steps < 1:
-        raise ValueError(f"the schedule plans {planned_steps} discriminator steps; need >= 1")
+    check_holder(config, dataset_size, planned_steps)
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
         raise ValueError(f"parts must be an integer >= 1, got {parts!r}")
     if parts > 1 and config.mechanism is not Mechanism.END_TO_END:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -197,17 +198,31 @@ class SetupInstruction:
         )
 
 
-def setup_reply_content(
-    partition_id: int, n_rows: int, id_digest: str, columns: Sequence[str], **own: int | str
-) -> RecordDict:
+class PartyFacts(Protocol):
+    """The fields every family's setup reply carries."""
+
+    @property
+    def partition_id(self) -> int: ...
+
+    @property
+    def n_rows(self) -> int: ...
+
+    @property
+    def id_digest(self) -> str: ...
+
+    @property
+    def columns(self) -> Sequence[str]: ...
+
+
+_COMMON = ("partition_id", "n_rows", "id_digest")
+
+
+def setup_reply_content(reply: PartyFacts, *own: str) -> RecordDict:
     """A setup reply's records: the fields every family's reply carries (read back by
-    :meth:`SetupReply.common` and :meth:`SetupReply.columns_of`), then the family's own."""
-    fields: dict[str, int | str] = {
-        "partition_id": partition_id,
-        "n_rows": n_rows,
-        "id_digest": id_digest,
-    }
-    return RecordDict({P.CONFIG: ConfigRecord({**fields, **own, "columns": list(columns)})})
+    :meth:`SetupReply.common` and :meth:`SetupReply.columns_of`), then the reply's own
+    fields named in ``own``."""
+    fields = {name: getattr(reply, name) for name in (*_COMMON, *own)}
+    return RecordDict({P.CONFIG: ConfigRecord({**fields, "columns": list(reply.columns)})})
 
 
 @dataclass(frozen=True)
@@ -226,14 +241,7 @@ class SetupReply:
 
     def to_content(self) -> RecordDict:
         """The message content."""
-        return setup_reply_content(
-            self.partition_id,
-            self.n_rows,
-            self.id_digest,
-            self.columns,
-            dp_allowed_steps=self.dp_allowed_steps,
-            seed_commitment=self.seed_commitment,
-        )
+        return setup_reply_content(self, "dp_allowed_steps", "seed_commitment")
 
     @staticmethod
     def common(cfg: ConfigRecord) -> tuple[int, int, str]:

@@ -304,15 +304,7 @@ class VTSetupReply:
     def to_content(self) -> RecordDict:
         """The message content."""
         return setup_reply_content(
-            self.partition_id,
-            self.n_rows,
-            self.id_digest,
-            self.columns,
-            n_columns=self.n_columns,
-            encoded_width=self.encoded_width,
-            cond_dim=self.cond_dim,
-            cond_columns=self.cond_columns,
-            seed_commitment=self.seed_commitment,
+            self, "n_columns", "encoded_width", "cond_dim", "cond_columns", "seed_commitment"
         )
 
     @staticmethod

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from flwr_vflgan.privacy.accounting import Conversion, GaussianSteps, Sampling, epsilon
-from flwr_vflgan.privacy.config import DPConfig, Mechanism
+from flwr_vflgan.privacy.config import DPConfig, Mechanism, check_holder
 
 
 @dataclass(frozen=True)
@@ -231,13 +231,7 @@ def _checked_target(
             "VT-GAN's DP-SGD draws fixed-size batches (dp.sampling=without_replacement); "
             "dp.sampling=poisson is not supported for algorithm=vtgan"
         )
-    if config.delta >= 1 / dataset_size:
-        raise ValueError(
-            f"dp.delta={config.delta:g} must be below 1/n = {1 / dataset_size:.3g} for a "
-            f"dataset of {dataset_size} rows"
-        )
-    if planned_steps < 1:
-        raise ValueError(f"the schedule plans {planned_steps} discriminator steps; need >= 1")
+    check_holder(config, dataset_size, planned_steps)
     if not count_noise > 0:
         raise ValueError(f"vtgan.dp_count_noise must be > 0, got {count_noise!r}")
     return float(config.target_epsilon)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message
+from wire import SETUP_FIELDS, check_listed_fields
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
@@ -62,17 +63,7 @@ def _record_run(
 
 ALLOWED: dict[tuple[str, str], dict[str, set[str]]] = {
     # Server -> party: configuration and the gradients w.r.t. the party's features.
-    ("to_party", P.SETUP): {
-        P.CONFIG: {
-            "algorithm",
-            "checkpoint_root",
-            "data_spec",
-            "n_parties",
-            "protocol_version",
-            "resume_step",
-            "run_seed",
-        }
-    },
+    ("to_party", P.SETUP): {P.CONFIG: set(SETUP_FIELDS)},
     ("to_party", P.STEP): {
         P.CONFIG: {
             "apply_count",
@@ -112,11 +103,7 @@ def _check_fields(message: Message, direction: str) -> None:
     """The message's records and fields are the listed ones (at most), and a party's
     step-reply config fields besides the packed features are step bookkeeping: integers
     or lists of integers (batch sizes), never floats or text that could carry a column."""
-    allowed = ALLOWED[(direction, message.metadata.message_type)]
-    assert set(message.content) <= set(allowed), (direction, set(message.content))
-    for name, record in message.content.items():
-        extra = set(record) - allowed[name]
-        assert not extra, f"{direction} {message.metadata.message_type}: unlisted {name} {extra}"
+    check_listed_fields(message, direction, ALLOWED)
     if direction == "to_server" and message.metadata.message_type == P.STEP:
         for key, value in message.content[P.CONFIG].items():
             if key == PACKED:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
+from wire import SETUP_FIELDS, check_listed_fields
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
@@ -164,17 +165,7 @@ def test_shuffling_stops_the_server_rebuilding_a_column(adult_small: Path, shuff
 
 
 VT_ALLOWED: dict[tuple[str, str], dict[str, set[str]]] = {
-    ("to_client", P.VT_SETUP): {
-        P.CONFIG: {
-            "algorithm",
-            "checkpoint_root",
-            "data_spec",
-            "n_parties",
-            "protocol_version",
-            "resume_step",
-            "run_seed",
-        }
-    },
+    ("to_client", P.VT_SETUP): {P.CONFIG: set(SETUP_FIELDS)},
     ("to_client", P.VT_BUILD): {
         P.CONFIG: {"chunk_width", "count_columns", "d_block_width", "g_block_width"}
     },
@@ -223,11 +214,8 @@ either side (a raw column in a step reply, say) fails the audit until it is list
 
 
 def _check_vt_fields(message: Message, direction: str) -> None:
-    allowed = VT_ALLOWED[(direction, message.metadata.message_type)]
-    assert set(message.content) <= set(allowed), (direction, set(message.content))
-    for name, record in message.content.items():
-        extra = set(record) - allowed[name]
-        assert not extra, f"{direction} {message.metadata.message_type}: unlisted {name} {extra}"
+    """Listed fields only, and a client's step-reply bookkeeping typed as the protocol has it."""
+    check_listed_fields(message, direction, VT_ALLOWED)
     if direction == "to_server" and message.metadata.message_type == P.VT_STEP:
         cfg = message.content[P.CONFIG]
         assert all(isinstance(cfg[k], int) for k in ("forward_count", "forward_start"))
