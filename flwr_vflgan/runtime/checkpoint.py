@@ -104,9 +104,17 @@ def save_server_checkpoint(
 
 def latest_server_checkpoint(directory: Path) -> tuple[dict[str, np.ndarray], dict] | None:
     """The newest server checkpoint in ``directory``, or ``None``."""
+    return latest_checkpoint(directory, "server")
+
+
+def latest_checkpoint(
+    directory: Path, prefix: str = "step"
+) -> tuple[dict[str, np.ndarray], dict] | None:
+    """The arrays and metadata of the newest ``<prefix>-<step>.npz`` in ``directory`` (a
+    party's are ``step``, the server's ``server``), or ``None``."""
     if not directory.is_dir():
         return None
-    files = sorted(directory.glob("server-*.npz"), key=lambda p: int(p.stem.split("-")[-1]))
+    files = sorted(directory.glob(f"{prefix}-*.npz"), key=lambda p: int(p.stem.split("-")[-1]))
     if not files:
         return None
     with np.load(files[-1], allow_pickle=False) as data:

@@ -59,7 +59,12 @@ def test_hydra_full_error_shows_the_traceback(tmp_path: Path):
 
 
 def test_every_hydra_entry_point_reports_bad_input_in_one_line(tmp_path: Path):
-    for module in ("simulations.evaluate", "simulations.reproduce", "simulations.bench"):
+    for module in (
+        "simulations.evaluate",
+        "simulations.reproduce",
+        "simulations.bench",
+        "simulations.audit",
+    ):
         done = _run(module, "nosuch.key=1", f"hydra.run.dir={tmp_path / module}")
         assert done.returncode == 2, (module, done.stderr[-2000:])
         lines = done.stderr.strip().splitlines()

@@ -1,0 +1,391 @@
+"""Audit a run's privacy claim empirically: a lower bound on epsilon from one training run.
+
+    python -m simulations.audit                                         # VFLGAN, no DP
+    python -m simulations.audit dp=end_to_end dp.target_epsilon=1
+    python -m simulations.audit dp=vflgan_gaussian dp.target_epsilon=10 audit.canaries=500
+    python -m simulations.audit algorithm=wgan_gp dp=end_to_end hydra.run.dir=runs/audit-wgan
+
+Scheme ``one_run`` (Steinke, Nasr and Jagielski 2023; :mod:`flwr_vflgan.privacy.audit`):
+``audit.canaries`` rows drawn uniformly from the columns' public ranges each join the
+training table on a fair coin (``audit.seed``, default the run's seed), the run trains on
+``audit.train_rows`` rows of the dataset plus the included canaries exactly as
+``simulations.run`` would (same algorithm, runtime and ``dp`` groups), and every canary
+is scored on the published table. Guessing "in" for the ``k`` best scores and "out" for
+the ``k`` worst, for each ``k`` of ``audit.guesses``, gives the lower bound on epsilon
+at ``audit.confidence`` (Bonferroni over the ``k`` tried), which the audit sets beside
+the run's claimed epsilon.
+
+The run directory (``hydra.run.dir``) holds ``train.parquet`` (the table trained on),
+``canaries.parquet`` (the canaries with their coin), the training run in ``run/`` and
+``audit.json``/``audit.md``; a second invocation reuses a finished training run of the
+same configuration and only scores it again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import hydra
+import numpy as np
+import pandas as pd
+import torch
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from flwr_vflgan.atomic import write_atomically
+from flwr_vflgan.checked import is_int
+from flwr_vflgan.config import Variant
+from flwr_vflgan.data.domain import PublicDomain, bundled_domain
+from flwr_vflgan.privacy.audit import draw_canaries, membership_scores, one_run_audit
+from flwr_vflgan.runtime.checkpoint import latest_checkpoint
+from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
+from flwr_vflgan.simulations.cli import run_hydra_main
+from flwr_vflgan.simulations.config import RunSpec, register_configs, to_run_spec
+from flwr_vflgan.simulations.families import run_experiment
+from flwr_vflgan.simulations.outputs import json_default, run_directory_lock
+from flwr_vflgan.simulations.reproduce_vflgan import finished_metrics
+
+log = logging.getLogger(__name__)
+
+
+SCORES = ("table", "critic")
+"""The membership scores, black-box first."""
+CRITIC_ALGORITHMS = (Variant.VFLGAN, Variant.VFLGAN_BASE)
+"""The algorithms whose split discriminators ``critic`` reads."""
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """The ``audit`` node.
+
+    Parameters
+    ----------
+    scheme
+        ``one_run``: canaries in or out on a coin, one training run.
+    scores
+        The membership scores audited, each giving its own bound (``null``: every score
+        the algorithm has). ``table`` (black-box, any algorithm): the log-ratio of a
+        canary's distance to its nearest row of the rest of the training table to its
+        distance to its nearest published row. ``critic`` (white-box, VFLGAN and
+        VFLGAN-base): the discriminator's score of the canary in the run's last
+        checkpoint, every party's local score plus the shared discriminator's. Under
+        ``dp=end_to_end`` both are post-processing of what the guarantee covers; under
+        ``dp=vflgan_gaussian`` the critic holds the shared discriminator that guarantee
+        leaves out.
+    canaries
+        ``m``, canaries drawn (about half join the training table).
+    train_rows
+        Rows of the dataset trained on beside the canaries, drawn at random (``null``:
+        all). Fewer rows make each canary weigh more and the audit stronger.
+    guesses
+        The guess counts ``k`` tried (``k`` "in" and ``k`` "out" guesses each); each is
+        at most half the canaries.
+    confidence
+        Confidence of the lower bound.
+    delta
+        Delta of the bound (``null``: the run's ``dp.delta``).
+    seed
+        Seed of the canaries, the coins and the rows kept (``null``: the run's seed).
+    """
+
+    scheme: Literal["one_run"] = "one_run"
+    scores: tuple[Literal["table", "critic"], ...] | None = None
+    canaries: int = 1000
+    train_rows: int | None = 500
+    guesses: tuple[int, ...] = (25, 50, 100, 250)
+    confidence: float = 0.95
+    delta: float | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "guesses", tuple(self.guesses))
+        if self.scheme != "one_run":
+            raise ValueError(f"unknown audit.scheme {self.scheme!r}; valid: ['one_run']")
+        if self.scores is not None:
+            object.__setattr__(self, "scores", tuple(self.scores))
+            unknown = [v for v in self.scores if v not in SCORES]
+            if unknown or not self.scores:
+                raise ValueError(
+                    f"audit.scores must list some of {list(SCORES)}, got {list(self.scores)}"
+                )
+        if not is_int(self.canaries) or self.canaries < 2:
+            raise ValueError(f"audit.canaries must be an integer >= 2, got {self.canaries!r}")
+        if self.train_rows is not None and (not is_int(self.train_rows) or self.train_rows < 1):
+            raise ValueError(
+                f"audit.train_rows must be a positive integer or null, got {self.train_rows!r}"
+            )
+        if not self.guesses or not all(
+            is_int(k) and 1 <= k <= self.canaries // 2 for k in self.guesses
+        ):
+            raise ValueError(
+                f"audit.guesses must list counts between 1 and audit.canaries/2 = "
+                f"{self.canaries // 2}, got {list(self.guesses)}"
+            )
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"audit.confidence must be in (0, 1), got {self.confidence!r}")
+        if self.delta is not None and not 0 <= self.delta < 1:
+            raise ValueError(f"audit.delta must be in [0, 1) or null, got {self.delta!r}")
+        if self.seed is not None and (not is_int(self.seed) or self.seed < 0):
+            raise ValueError(f"audit.seed must be an integer >= 0 or null, got {self.seed!r}")
+
+
+def register_audit_config() -> None:
+    """Register the ``audit_base`` node (idempotent)."""
+    register_configs()
+    node = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(AuditConfig()).items()}
+    ConfigStore.instance().store(name="audit_base", node={"audit": node})
+
+
+register_audit_config()
+
+
+def audit_config(cfg: DictConfig) -> AuditConfig:
+    """The ``audit`` node of a composed configuration, validated."""
+    raw = OmegaConf.to_container(cfg.audit, resolve=True)
+    assert isinstance(raw, dict)
+    valid = set(AuditConfig.__dataclass_fields__)
+    unknown = sorted(str(k) for k in raw if k not in valid)
+    if unknown:
+        raise ValueError(f"unknown keys {unknown} in 'audit'; valid: {sorted(valid)}")
+    return AuditConfig(**{str(k): v for k, v in raw.items()})
+
+
+def audit_tables(
+    spec: RunSpec, audit: AuditConfig
+) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """The rows kept of the dataset, the canaries and their coins (True: trained on)."""
+    seed = spec.seed if audit.seed is None else audit.seed
+    dataset, _ = load_full_table(spec.data)
+    rng = np.random.default_rng(seed)
+    frame = dataset.frame
+    if audit.train_rows is not None and audit.train_rows < len(frame):
+        frame = frame.iloc[np.sort(rng.choice(len(frame), audit.train_rows, replace=False))]
+    # The canaries come from the public ranges when there are any (the same canaries
+    # with and without DP), else from the table's.
+    domain = (
+        PublicDomain.from_mapping(spec.data.domain)
+        if spec.data.domain
+        else bundled_domain(spec.data.source)
+        if spec.data.is_registered
+        else None
+    )
+    canaries = draw_canaries(dataset.schema, frame, audit.canaries, seed + 1, domain)
+    included = rng.random(audit.canaries) < 0.5
+    return frame.reset_index(drop=True), canaries, included
+
+
+def training_spec(spec: RunSpec, audit_dir: Path, table: pd.DataFrame) -> RunSpec:
+    """``spec`` trained on ``table`` (written to ``train.parquet``) in ``audit_dir/run``,
+    with the original dataset's column kinds and label.
+
+    Raises
+    ------
+    FileExistsError
+        ``audit_dir`` holds a training table that differs from ``table`` (another audit's
+        canaries or rows): its run and checkpoints belong to that table.
+    """
+    dataset, _ = load_full_table(spec.data)
+    path = audit_dir / "train.parquet"
+    if path.exists() and not pd.read_parquet(path).equals(table):
+        raise FileExistsError(
+            f"{audit_dir} holds an audit of another training table (other canaries, rows or "
+            "seed): give this audit a new hydra.run.dir"
+        )
+    write_atomically(path, lambda p: table.to_parquet(p, index=False), suffix=".parquet")
+    kinds = {c.name: c.kind.value for c in dataset.schema.columns}
+    data = replace(
+        spec.data,
+        source=str(path.resolve()),
+        declared=kinds,
+        label=dataset.schema.label,
+        id_column=None,
+        drop=(),
+    )
+    return replace(spec, data=data, run_dir=audit_dir / "run")
+
+
+def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, Any]:
+    """Draw, train (or reuse a finished run), score and bound; writes ``audit.json`` and
+    ``audit.md`` into ``audit_dir`` and returns what ``audit.json`` holds."""
+    chosen = scorers(spec, audit)
+    audit_dir.mkdir(parents=True, exist_ok=True)
+    with run_directory_lock(audit_dir):
+        kept, canaries, included = audit_tables(spec, audit)
+        table = pd.concat([kept, canaries[included]], ignore_index=True)
+        order = np.random.default_rng(audit.seed if audit.seed is not None else spec.seed)
+        table = table.iloc[order.permutation(len(table))].reset_index(drop=True)
+        marked = canaries.assign(_included=included)
+        write_atomically(
+            audit_dir / "canaries.parquet",
+            lambda p: marked.to_parquet(p, index=False),
+            suffix=".parquet",
+        )
+        train = training_spec(spec, audit_dir, table)
+        metrics = finished_metrics(train) or run_experiment(train)
+        delta = audit.delta if audit.delta is not None else spec.algorithm.dp.delta
+        results = {
+            name: one_run_audit(
+                score(train, canaries, kept), included, audit.guesses, delta, audit.confidence
+            ).to_dict()
+            for name, score in chosen.items()
+        }
+        summary = {
+            "algorithm": spec.algorithm.variant.value,
+            "dataset": spec.data.source,
+            "seed": spec.seed,
+            "dp": spec.algorithm.dp.mechanism.value,
+            "claimed_epsilon": _claimed(metrics),
+            "guarantee": (metrics.get("privacy") or {}).get("guarantee"),
+            "train_rows": len(table),
+            "scheme": audit.scheme,
+            "audits": results,
+            "fd": metrics.get("fd"),
+        }
+        write_atomically(
+            audit_dir / "audit.json",
+            lambda p: p.write_text(json.dumps(summary, indent=2, default=json_default)),
+        )
+        write_atomically(audit_dir / "audit.md", lambda p: p.write_text(audit_markdown(summary)))
+    return summary
+
+
+Scorer = Callable[[RunSpec, pd.DataFrame, pd.DataFrame], np.ndarray]
+
+
+def scorers(spec: RunSpec, audit: AuditConfig) -> dict[str, Scorer]:
+    """The scores to audit, by name: ``audit.scores``, or every one the algorithm has.
+
+    Raises
+    ------
+    ValueError
+        ``critic`` was asked for an algorithm without split discriminators.
+    """
+    has_critic = spec.algorithm.variant in CRITIC_ALGORITHMS
+    if audit.scores is not None and "critic" in audit.scores and not has_critic:
+        raise ValueError(
+            f"audit.scores=[critic] reads VFLGAN's split discriminators; algorithm="
+            f"{spec.algorithm.variant.value} has none: use audit.scores=[table]"
+        )
+    wanted = audit.scores or (SCORES if has_critic else ("table",))
+    every: dict[str, Scorer] = {"table": table_scores, "critic": critic_scores}
+    return {name: every[name] for name in wanted}
+
+
+def table_scores(train: RunSpec, canaries: pd.DataFrame, kept: pd.DataFrame) -> np.ndarray:
+    """Black-box scores from the published ``synthetic.csv`` of the training run ``train``
+    (:func:`~flwr_vflgan.privacy.audit.membership_scores`)."""
+    synthetic = pd.read_csv(train.run_dir / "synthetic.csv")
+    return membership_scores(canaries, synthetic, kept, load_full_table(train.data)[0].schema)
+
+
+def critic_scores(spec: RunSpec, canaries: pd.DataFrame, kept: pd.DataFrame) -> np.ndarray:
+    """The trained critic's score of every canary: each party's local score (VFLGAN) plus
+    ``lambda_1`` times the shared discriminator's, with the models of the newest
+    checkpoints of the training run ``spec`` and each party's encoder of its table
+    (``kept`` is not needed).
+
+    Raises
+    ------
+    ValueError
+        The run left no checkpoints.
+    """
+    from flwr_vflgan.gan.vflgan import PartyTrainer, ServerTrainer
+
+    config = spec.algorithm
+    root = spec.run_dir / "checkpoints"
+    blocks = all_blocks(spec.data)
+    score = torch.zeros(len(canaries))
+    features = []
+    for party, block in enumerate(blocks):
+        trainer = PartyTrainer(config, block.encoder.spans, block.encoded, 0, party)
+        _load_newest(trainer.state, root / f"party-{party}", "step")
+        x = torch.as_tensor(
+            block.encoder.transform(canaries[block.schema.names]), dtype=torch.float32
+        )
+        with torch.no_grad():
+            features.append(trainer.discriminator.features(x))
+            if config.has_local_head:
+                score += trainer.discriminator.score(features[-1]).reshape(-1)
+    server = ServerTrainer(config, len(blocks), 0)
+    _load_newest(server.state, root, "server")
+    with torch.no_grad():
+        shared = server.discriminator(torch.cat(features, dim=1)).reshape(-1)
+    return (score + config.train.shared_d_weight * shared).numpy().astype(np.float64)
+
+
+def _load_newest(state: Any, directory: Path, prefix: str) -> None:
+    found = latest_checkpoint(directory, prefix)
+    if found is None:
+        raise ValueError(
+            f"audit.scores=[critic] needs the run's checkpoints and {directory} has none: "
+            "keep output.checkpoint=true"
+        )
+    arrays, meta = found
+    state.load(arrays["flat"], meta["optimizer_steps"])
+
+
+def _claimed(metrics: dict[str, Any]) -> float | None:
+    """The largest epsilon any holder of the run reported (``None`` without DP)."""
+    privacy = metrics.get("privacy")
+    return None if privacy is None else float(privacy["epsilon"])
+
+
+def audit_markdown(summary: dict[str, Any]) -> str:
+    """``audit.md``: the claim beside each audited bound, with the guesses behind it."""
+    claimed = summary["claimed_epsilon"]
+    lines = [
+        f"# Privacy audit ({summary['scheme']}): {summary['algorithm']} on {summary['dataset']}",
+        "",
+        f"dp: {summary['dp']} ({summary['guarantee'] or 'no guarantee'}); claimed epsilon: "
+        f"{'none' if claimed is None else f'{claimed:.4g}'}; training rows: "
+        f"{summary['train_rows']}.",
+        "",
+        "| score | audited lower bound on epsilon | confidence | delta | canaries (trained on) "
+        "| guesses | correct | correct by guesses tried |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, result in summary["audits"].items():
+        tried = ", ".join(f"{g}: {c}" for g, c in result["correct_by_guesses"].items())
+        lines.append(
+            f"| {name} | {result['epsilon_lower_bound']:.4g} | {result['confidence']:.0%} "
+            f"| {result['delta']:g} | {result['canaries']} ({result['included']}) "
+            f"| {result['guesses']} | {result['correct']} | {tried} |"
+        )
+    return "\n".join([*lines, ""])
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """The command's closing line: every score's bound beside the claim."""
+    claimed = summary["claimed_epsilon"]
+    bounds = ", ".join(
+        f"{name} epsilon >= {r['epsilon_lower_bound']:.3f} ({r['correct']} of {r['guesses']} "
+        "guesses right)"
+        for name, r in summary["audits"].items()
+    )
+    first = next(iter(summary["audits"].values()))
+    return (
+        f"audit: {bounds} at {first['confidence']:.0%} confidence, {first['canaries']} "
+        f"canaries; claimed {'none' if claimed is None else f'{claimed:.3f}'}"
+    )
+
+
+@hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="audit", version_base=None)
+def main(cfg: DictConfig) -> float:
+    """Hydra entry point; returns the highest audited lower bound on epsilon."""
+    audit_dir = Path(HydraConfig.get().runtime.output_dir)
+    audit = audit_config(cfg)
+    spec = to_run_spec(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "audit"]), audit_dir)
+    summary = run_audit(spec, audit, audit_dir)
+    print(f"{summary_line(summary)}; wrote {audit_dir / 'audit.md'}", flush=True)
+    return max(float(r["epsilon_lower_bound"]) for r in summary["audits"].values())
+
+
+if __name__ == "__main__":
+    sys.exit(run_hydra_main("simulations.audit", main))
