@@ -49,6 +49,12 @@ class RuntimeConfig:
         over the server, which sees public keys and sealed seeds only;
         docs/deployment.md, "Agreed shared seeds"), instead of each reading
         ``node_config`` ``shared-seed``. For the GAN families; not with a resumed run.
+    rejoin_grace
+        Seconds a run waits for a lost party (its node unavailable, or silent past
+        ``timeout``) to be restarted and connect again; all parties then resume from the
+        last checkpoint and the run goes on, bit-identical to one never interrupted
+        (VFLGAN and VFLGAN-base, which checkpoint). 0 stops at once; past the grace the
+        run stops, and running the same command again resumes it.
     steps_per_exchange
         Training steps per exchange of the families that carry several
         (``train.steps_per_exchange`` of the VFLGAN family, ``gafm.steps_per_exchange``),
@@ -66,6 +72,7 @@ class RuntimeConfig:
     process only contend when parties share cores."""
     steps_per_exchange: int = 1
     key_agreement: bool = False
+    rejoin_grace: float = 180.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.key_agreement, bool):
@@ -86,6 +93,11 @@ class RuntimeConfig:
         for name in ("poll_interval", "timeout", "node_wait_timeout", "cpus_per_node"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"runtime.{name} must be > 0, got {getattr(self, name)!r}")
+        if isinstance(self.rejoin_grace, bool) or not self.rejoin_grace >= 0:
+            raise ValueError(
+                f"runtime.rejoin_grace must be >= 0 seconds (0: no rejoining), got "
+                f"{self.rejoin_grace!r}"
+            )
 
 
 @dataclass(frozen=True)

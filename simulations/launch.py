@@ -65,6 +65,7 @@ def strategy_settings(spec: RunSpec, progress: Callable | None = None) -> dict[s
         "node_wait_timeout": spec.runtime.node_wait_timeout,
         "progress": progress,
         "key_agreement": spec.runtime.key_agreement,
+        "rejoin_grace": spec.runtime.rejoin_grace,
     }
 
 

@@ -28,6 +28,7 @@ from flwr_vflgan.runtime.party_data import DataSpec
 
 from .exchange import (
     DEFAULT_POLL_INTERVAL,
+    PartyLost,
     RunStopped,
     check_strategy_args,
     exchange,
@@ -52,6 +53,10 @@ ResultT = TypeVar("ResultT")
 TICK_SECONDS = 5.0
 """Least time between two ticks of a long epoch's progress (:meth:`VerticalStrategy.tick`)."""
 
+MAX_REJOINS = 3
+"""Losses of a party one run survives: a party that dies at the same place again and
+again (out of memory, say) stops the run instead of looping."""
+
 PROGRESS_RECORD = {"progress": True}
 """``extra`` of a log record that repeats what the ``progress`` callback reports (an
 epoch's line): a command line that prints the callback's lines filters these from its
@@ -72,6 +77,7 @@ class StrategyArgs(TypedDict):
     node_wait_timeout: NotRequired[float]
     progress: NotRequired[Progress | None]
     key_agreement: NotRequired[bool]
+    rejoin_grace: NotRequired[float]
 
 
 class VerticalStrategy(ABC, Generic[RunT, ResultT]):
@@ -101,6 +107,11 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         Before setup, let the parties agree on their shared seed among themselves
         (X25519, the server relays public keys and sealed seeds:
         :mod:`flwr_vflgan.runtime.keys`) instead of each reading one from its settings.
+    rejoin_grace
+        Seconds a run waits for a lost party (its node unavailable or silent past
+        ``timeout``) to come back, restarted, before it stops; the run then resumes
+        every party from the last checkpoint (families with checkpoints only). 0: stop
+        at once.
     min_parties
         The fewest parties the family trains with.
 
@@ -122,6 +133,7 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         node_wait_timeout: float = 120.0,
         progress: Progress | None = None,
         key_agreement: bool = False,
+        rejoin_grace: float = 180.0,
         min_parties: int = 1,
     ) -> None:
         check_strategy_args(
@@ -142,7 +154,10 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         self.timeout = timeout
         self.node_wait_timeout = node_wait_timeout
         self.progress = progress
+        if not rejoin_grace >= 0:
+            raise ValueError(f"rejoin_grace must be >= 0 seconds, got {rejoin_grace!r}")
         self.key_agreement = key_agreement
+        self.rejoin_grace = rejoin_grace
         self.party_names: dict[int, str] = {}
         self.tick_seconds = TICK_SECONDS
         self._last_tick = 0.0
@@ -178,7 +193,9 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         """Run the family's protocol over ``grid`` and return its result.
 
         Waits for the nodes, then ``prepare`` (setup), ``train`` (timed alone: the
-        result's ``train_seconds``) and ``conclude`` (publication).
+        result's ``train_seconds``) and ``conclude`` (publication). A party lost while
+        training (:class:`~flwr_vflgan.strategies.exchange.PartyLost`) may rejoin:
+        :meth:`rejoin`.
 
         Raises
         ------
@@ -191,8 +208,68 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         nodes = self.wait_for_nodes(grid)
         run = self.prepare(grid, nodes, started)
         loop_started = time.monotonic()
-        self.train(run)
+        for losses in range(MAX_REJOINS + 1):
+            try:
+                self.train(run)
+                break
+            except PartyLost as lost:
+                run = self.rejoin(grid, run, lost, losses, started)
         return self.conclude(run, time.monotonic() - loop_started)
+
+    def resumable(self, run: RunT) -> bool:
+        """Whether ``prepare`` can resume ``run`` from a checkpoint of every holder (a
+        lost party may then rejoin); families without checkpoints say no."""
+        return False
+
+    def rejoin(self, grid: Grid, run: RunT, lost: PartyLost, losses: int, started: float) -> RunT:
+        """After ``lost``, wait up to :attr:`rejoin_grace` seconds for all parties to be
+        connected again (the lost one restarted, under any node id) and set them up anew
+        from the last checkpoint: every party and the server roll back to it, and the
+        steps since are done again, exactly (their random draws are the steps' own).
+
+        Raises
+        ------
+        RunStopped
+            The family cannot resume within a run, the grace is 0 or has passed, or
+            parties were lost :data:`MAX_REJOINS` times; the message says how to resume.
+        """
+        again = (
+            "run the same command again in the same run directory to resume from the last "
+            "checkpoint"
+        )
+        if not self.resumable(run):
+            raise RunStopped(f"{lost}; this run cannot resume within itself (no checkpoints)")
+        if losses >= MAX_REJOINS:
+            raise RunStopped(f"{lost}; parties were lost {losses + 1} times: stopping ({again})")
+        if self.rejoin_grace == 0:
+            raise RunStopped(f"{lost}; runtime.rejoin_grace is 0: {again}")
+        log.warning("%s; waiting up to %.0f s for it to rejoin", lost, self.rejoin_grace)
+        deadline = time.monotonic() + self.rejoin_grace
+        timeout = self.timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RunStopped(
+                    f"{lost}; the parties were not all back within runtime.rejoin_grace = "
+                    f"{self.rejoin_grace:.0f} s: {again}"
+                )
+            nodes = sorted(grid.get_node_ids())
+            if len(nodes) != self.n_parties:
+                time.sleep(min(0.2, remaining))
+                continue
+            # A node the grid still lists may be the lost one before its heartbeat
+            # expires: its setup then fails the same way, and the loop waits on.
+            self.timeout = min(timeout, max(remaining, 1.0))
+            try:
+                resumed = self.prepare(grid, nodes, started)
+            except PartyLost as again_lost:
+                log.warning("%s; still waiting", again_lost)
+                time.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+                continue
+            finally:
+                self.timeout = timeout
+            log.info("all %d parties are back: resumed from the last checkpoint", self.n_parties)
+            return resumed
 
     def summary(self) -> str:
         """One line describing the configured run (logged as it starts)."""

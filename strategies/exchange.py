@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from flwr.app import ConfigRecord, Message
+from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 
 from flwr_vflgan.data.alignment import check_aligned
@@ -33,6 +34,20 @@ class RunStopped(RuntimeError):
     """The run cannot continue; the message says why (and which party, if one failed)."""
 
 
+class PartyLost(RunStopped):
+    """Nodes stopped answering: the SuperLink reports them unavailable (their process
+    died; no heartbeat) or they stayed silent past the exchange's timeout. Unlike a
+    party's error reply, this may pass: a restarted party can rejoin the run
+    (:meth:`~flwr_vflgan.strategies.base.VerticalStrategy.start`).
+
+    ``nodes`` are the lost nodes' ids.
+    """
+
+    def __init__(self, message: str, nodes: Sequence[int]) -> None:
+        super().__init__(message)
+        self.nodes = tuple(nodes)
+
+
 def exchange(
     grid: Grid,
     messages: Sequence[Message],
@@ -49,8 +64,10 @@ def exchange(
 
     Raises
     ------
+    PartyLost
+        The grid reports a node unavailable, or not all nodes answered within ``timeout``.
     RunStopped
-        A node answered with an error, or not all nodes answered within ``timeout``.
+        A node answered with an error of its own.
     """
     destinations = [m.metadata.dst_node_id for m in messages]
     if len(set(destinations)) != len(destinations):
@@ -74,13 +91,17 @@ def exchange(
             node = node_of[message_id]
             if reply.has_error():
                 who = (names or {}).get(node, f"node {node}")
+                if reply.error.code == ErrorCode.NODE_UNAVAILABLE:
+                    raise PartyLost(
+                        f"{describe}: {who} is unavailable: {reply.error.reason}", [node]
+                    )
                 raise RunStopped(f"{describe}: {who} replied with an error: {reply.error.reason}")
             replies[node] = reply
         if pending:
             if time.monotonic() > deadline:
                 missing = sorted(node_of[i] for i in pending)
                 who = ", ".join((names or {}).get(n, f"node {n}") for n in missing)
-                raise RunStopped(f"{describe}: no reply from {who} within {timeout:.0f} s")
+                raise PartyLost(f"{describe}: no reply from {who} within {timeout:.0f} s", missing)
             time.sleep(delay)
             delay = min(delay * _BACKOFF, poll_interval)
     return replies

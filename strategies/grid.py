@@ -26,6 +26,9 @@ SUPERLINK_NODE_ID = 1
 _FIRST_NODE_ID = 1001
 ERROR_UNAVAILABLE = 3
 ERROR_CLIENT_EXCEPTION = 4
+ERROR_NODE_UNAVAILABLE = 5
+"""Flower's ``ErrorCode.NODE_UNAVAILABLE``: what a SuperLink answers for a node whose
+heartbeat stopped."""
 
 
 class InProcessGrid(Grid):
@@ -69,6 +72,8 @@ class InProcessGrid(Grid):
                 run_config=dict(run_config or {}),
             )
         self._replies: dict[str, Message] = {}
+        self._failed: set[int] = set()
+        self._next_node_id = _FIRST_NODE_ID + len(node_configs)
         # Flower stamps instructions with the identity of the running ServerApp task.
         TaskIdentity.run_id = run_id
         TaskIdentity.node_id = SUPERLINK_NODE_ID
@@ -102,18 +107,44 @@ class InProcessGrid(Grid):
         """A node's Context (its ``state`` persists between messages, as on a SuperNode)."""
         return self._contexts[node_id]
 
+    def fail_node(self, node_id: int, restart: bool = True) -> int | None:
+        """A node's process dies: its state is lost and every message for it is answered
+        as a SuperLink answers for a node without heartbeat. With ``restart``, a fresh
+        process with the same ``node_config`` connects under a new node id (returned), as
+        a restarted SuperNode does. An observer may call it for the message it sees."""
+        context = self._contexts.pop(node_id)
+        self._failed.add(node_id)
+        if not restart:
+            return None
+        new_id = self._next_node_id
+        self._next_node_id += 1
+        self._contexts[new_id] = Context(
+            run_id=context.run_id,
+            node_id=new_id,
+            node_config=dict(context.node_config),
+            state=RecordDict(),
+            run_config=dict(context.run_config),
+        )
+        return new_id
+
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         """Deliver each message to its node now; replies wait for :meth:`pull_messages`."""
         ids = []
         for message in messages:
             node_id = message.metadata.dst_node_id
-            if node_id not in self._contexts:
+            if node_id not in self._contexts and node_id not in self._failed:
                 raise ValueError(f"no node {node_id}; nodes: {sorted(self._contexts)}")
             message_id = str(uuid4())
             message.metadata.__dict__["_message_id"] = message_id
             if self._observer is not None:
                 self._observer(message)
-            reply = self._deliver(message, self._contexts[node_id])
+            if node_id in self._failed:
+                reply = Message(
+                    Error(code=ERROR_NODE_UNAVAILABLE, reason=f"node {node_id} is gone"),
+                    reply_to=message,
+                )
+            else:
+                reply = self._deliver(message, self._contexts[node_id])
             reply.metadata.__dict__["_message_id"] = str(uuid4())
             if self._observer is not None:
                 self._observer(reply)

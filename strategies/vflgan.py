@@ -385,6 +385,11 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             published="best_fd" if use_best else "last",
         )
 
+    def resumable(self, run: _Run) -> bool:
+        """With checkpoints and a shared seed the parties keep (not one agreed per run),
+        a lost party can rejoin: every holder resumes from the last checkpoint."""
+        return self.checkpoint_dir is not None and not self.key_agreement
+
     def _server_privacy(self, schedule: Schedule, allowed: Mapping[int, int]) -> PrivacyPlan | None:
         """Under ``dp=end_to_end``, the server's plan for ``D_s``: calibrated as every party
         calibrates its own (the same schedule, rows and ``M + 1`` parts), which the

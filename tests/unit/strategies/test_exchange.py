@@ -7,8 +7,9 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from flwr.common.constant import ErrorCode
 
-from flwr_vflgan.strategies.exchange import RunStopped, exchange
+from flwr_vflgan.strategies.exchange import PartyLost, RunStopped, exchange
 
 
 def _messages(*nodes: int) -> list:
@@ -17,7 +18,8 @@ def _messages(*nodes: int) -> list:
 
 
 class _Grid:
-    """Accepts every message; node 2 never answers, node 3 answers with an error."""
+    """Accepts every message; node 2 never answers, node 3 answers with an error, node 4
+    is unavailable (as a SuperLink answers for a node whose heartbeat stopped)."""
 
     def __init__(self) -> None:
         self.pushed: list = []
@@ -32,7 +34,10 @@ class _Grid:
             node = message.metadata.dst_node_id
             if f"m{i}" not in ids or node == 2:
                 continue
-            error = SimpleNamespace(reason="disk full") if node == 3 else None
+            error = {
+                3: SimpleNamespace(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason="disk full"),
+                4: SimpleNamespace(code=ErrorCode.NODE_UNAVAILABLE, reason="no heartbeat"),
+            }.get(node)
             replies.append(
                 SimpleNamespace(
                     metadata=SimpleNamespace(reply_to_message_id=f"m{i}"),
@@ -46,17 +51,32 @@ class _Grid:
 def test_a_silent_node_stops_the_exchange_at_its_timeout_naming_the_party() -> None:
     started = time.monotonic()
     names = {2: "party 1 (node 2)"}
-    with pytest.raises(RunStopped, match=r"setup: no reply from party 1 \(node 2\) within 0 s"):
+    with pytest.raises(
+        PartyLost, match=r"setup: no reply from party 1 \(node 2\) within 0 s"
+    ) as lost:
         exchange(
             _Grid(), _messages(1, 2), timeout=0.3, poll_interval=0.05, describe="setup", names=names
         )
     assert time.monotonic() - started < 2.0
+    assert lost.value.nodes == (2,)
 
 
 def test_an_error_reply_stops_the_exchange_with_its_reason() -> None:
     names = {3: "party 2 (node 3)"}
-    with pytest.raises(RunStopped, match=r"step 4: party 2 \(node 3\) replied with an error"):
+    with pytest.raises(
+        RunStopped, match=r"step 4: party 2 \(node 3\) replied with an error"
+    ) as stopped:
         exchange(_Grid(), _messages(1, 3), timeout=5, describe="step 4", names=names)
+    # A party's own error is not a lost party: nothing to wait for.
+    assert not isinstance(stopped.value, PartyLost)
+
+
+def test_an_unavailable_node_is_a_lost_party() -> None:
+    with pytest.raises(PartyLost, match=r"step 4: party 3 \(node 4\) is unavailable") as lost:
+        exchange(
+            _Grid(), _messages(1, 4), timeout=5, describe="step 4", names={4: "party 3 (node 4)"}
+        )
+    assert lost.value.nodes == (4,)
 
 
 def test_two_messages_for_one_node_are_refused() -> None:
