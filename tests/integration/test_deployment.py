@@ -16,6 +16,7 @@ import math
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -187,10 +188,13 @@ def _deploy(
     checkpoints: list[Path] | None,
     timeout: float,
     party_nodes: bool = False,
+    while_running: Callable[[list[list[str]], dict[str, str]], None] | None = None,
 ) -> Deployment:
     """Export the party files, start a SuperLink and two SuperNodes from the printed
     commands (or, with ``party_nodes``, two ``flwr-vflgan-node`` processes with the same
-    node configs), launch ``flwr run`` and wait for ``metrics.json``."""
+    node configs, and with ``checkpoints`` their checkpoint directories), launch ``flwr
+    run`` and wait for ``metrics.json``. ``while_running`` is called in a thread of its own
+    with the party nodes' commands and environment as the run starts."""
     started = time.monotonic()
     link_port, node_ports = free_ports(1)[0], free_ports(2)
     superlink = f"{HOST}:{link_port}"
@@ -224,13 +228,20 @@ def _deploy(
             # The party files and shared seed of the first export.
             at = command.index("--node-config") + 1
             command[at] = commands[i][commands[i].index("--node-config") + 1]
-            processes.start(
-                f"party-node-{i}", [executable(command[0]), *command[1:]], env, cwd=tmp_path
-            )
+            if checkpoints:
+                command[at] = f'{command[at]} checkpoint-dir="{checkpoints[i]}"'
+            command[0] = executable(command[0])
+            processes.start(f"party-node-{i}", command, env, cwd=tmp_path)
     for i, command in enumerate([] if party_nodes else commands):
         args = _supernode_args(command, node_ports[i], checkpoints[i] if checkpoints else None)
         processes.start(f"supernode-{i}", args, env, cwd=tmp_path)
     write_flower_config(flwr_home, FEDERATION, superlink)
+    if while_running is not None:
+        threading.Thread(
+            target=while_running,
+            args=(node_commands if party_nodes else commands, env),
+            daemon=True,
+        ).start()
 
     diagnostics = launch_and_wait(
         processes,
@@ -362,6 +373,66 @@ def test_party_nodes_train_k_steps_per_exchange_as_in_process(
         _check_seed_stays_with_parties(deployment.run_dir, deployment.shared_seed, processes)
         # The training loop's 11 exchanges: a stock SuperNode needs 12-15 s each.
         assert metrics["train_seconds"] < 11 * 3.0, (metrics["train_seconds"], wall)
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+
+
+# A party node killed mid-run on the first 640 Adult rows: 30 epochs of 12 steps in
+# blocks of 4, so the run goes on well after party 1's first checkpoint (step 12).
+REJOIN_OVERRIDES = NODE_OVERRIDES.replace("train.epochs=3", "train.epochs=30")
+# The SuperLink reports a dead node unavailable once it misses its heartbeats (Flower:
+# 30 s interval, patience 2), then the run resumes: allow for that on top of the run.
+REJOIN_RUN_TIMEOUT = 420.0
+
+
+@pytest.mark.slow
+def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """Party 1's process is killed (SIGKILL) once it has written a checkpoint and started
+    again with the same command; the run waits for it (runtime.rejoin_grace), every holder
+    resumes from the last checkpoint, and the table is the in-process run's, bit for bit."""
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = f"{' '.join(dataset)} {REJOIN_OVERRIDES}"
+    checkpoints = [tmp_path / f"party-{i}-checkpoints" for i in range(2)]
+    killed: list[str] = []
+
+    def kill_and_restart(commands: list[list[str]], env: dict[str, str]) -> None:
+        deadline = time.monotonic() + 120
+        while not list(checkpoints[1].glob("step-*.npz")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        victim = next(p for p in processes.processes if p.name == "party-node-1")
+        processes.processes.remove(victim)  # its exit is this test's doing
+        assert victim.popen is not None
+        victim.popen.kill()
+        victim.popen.wait(30)
+        killed.append(sorted(p.name for p in checkpoints[1].glob("step-*.npz"))[-1])
+        processes.start("party-node-1-restarted", commands[1], env, cwd=tmp_path)
+
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=checkpoints,
+        timeout=REJOIN_RUN_TIMEOUT,
+        party_nodes=True,
+        while_running=kill_and_restart,
+    )
+    try:
+        assert killed, "the party node was not killed"
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        assert metrics["steps"] == 360 and metrics["resumed_from_step"] > 0, metrics
+        spec = to_run_spec(compose_run_config(overrides), tmp_path / "inprocess")
+        grid = InProcessGrid(make_client_app(), deployment.node_configs)
+        reference = train_federated(spec, None, None, None, grid=grid)
+        buffer = io.StringIO()
+        reference.synthetic.to_csv(buffer, index=False)
+        buffer.seek(0)
+        deployed = pd.read_csv(deployment.run_dir / "synthetic.csv")
+        pd.testing.assert_frame_equal(deployed, pd.read_csv(buffer))
+        run_log = deployment.diagnostics()
+        assert "waiting up to 180 s for it to rejoin" in run_log, run_log
     except AssertionError as exc:
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
