@@ -193,9 +193,9 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         """Run the family's protocol over ``grid`` and return its result.
 
         Waits for the nodes, then ``prepare`` (setup), ``train`` (timed alone: the
-        result's ``train_seconds``) and ``conclude`` (publication). A party lost while
-        training (:class:`~flwr_vflgan.strategies.exchange.PartyLost`) may rejoin:
-        :meth:`rejoin`.
+        result's ``train_seconds``, with any wait for a lost party) and ``conclude``
+        (publication). A party lost in any of them
+        (:class:`~flwr_vflgan.strategies.exchange.PartyLost`) may rejoin: :meth:`rejoin`.
 
         Raises
         ------
@@ -206,26 +206,32 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         started = time.monotonic()
         log.info("%s", self.summary())
         nodes = self.wait_for_nodes(grid)
-        run = self.prepare(grid, nodes, started)
+        losses = 0
+        try:
+            run = self.prepare(grid, nodes, started)
+        except PartyLost as lost:
+            run = self.rejoin(grid, lost, losses, started)
+            losses += 1
         loop_started = time.monotonic()
-        for losses in range(MAX_REJOINS + 1):
+        while True:
             try:
                 self.train(run)
-                break
+                return self.conclude(run, time.monotonic() - loop_started)
             except PartyLost as lost:
-                run = self.rejoin(grid, run, lost, losses, started)
-        return self.conclude(run, time.monotonic() - loop_started)
+                run = self.rejoin(grid, lost, losses, started)
+                losses += 1
 
-    def resumable(self, run: RunT) -> bool:
-        """Whether ``prepare`` can resume ``run`` from a checkpoint of every holder (a
+    def resumable(self) -> bool:
+        """Whether ``prepare`` resumes a run from the last checkpoint of every holder (a
         lost party may then rejoin); families without checkpoints say no."""
         return False
 
-    def rejoin(self, grid: Grid, run: RunT, lost: PartyLost, losses: int, started: float) -> RunT:
-        """After ``lost``, wait up to :attr:`rejoin_grace` seconds for all parties to be
-        connected again (the lost one restarted, under any node id) and set them up anew
-        from the last checkpoint: every party and the server roll back to it, and the
-        steps since are done again, exactly (their random draws are the steps' own).
+    def rejoin(self, grid: Grid, lost: PartyLost, losses: int, started: float) -> RunT:
+        """After ``lost`` (at setup, in training or at publication; ``losses`` before it),
+        wait up to :attr:`rejoin_grace` seconds for all parties to be connected again
+        (the lost one restarted, under any node id) and set them up anew from the last
+        checkpoint: every party and the server roll back to it, and the steps since are
+        done again, exactly (their random draws are the steps' own).
 
         Raises
         ------
@@ -237,7 +243,7 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
             "run the same command again in the same run directory to resume from the last "
             "checkpoint"
         )
-        if not self.resumable(run):
+        if not self.resumable():
             raise RunStopped(f"{lost}; this run cannot resume within itself (no checkpoints)")
         if losses >= MAX_REJOINS:
             raise RunStopped(f"{lost}; parties were lost {losses + 1} times: stopping ({again})")

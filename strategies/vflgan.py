@@ -385,7 +385,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             published="best_fd" if use_best else "last",
         )
 
-    def resumable(self, run: _Run) -> bool:
+    def resumable(self) -> bool:
         """With checkpoints and a shared seed the parties keep (not one agreed per run),
         a lost party can rejoin: every holder resumes from the last checkpoint."""
         return self.checkpoint_dir is not None and not self.key_agreement

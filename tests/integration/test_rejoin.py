@@ -24,20 +24,29 @@ CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 4, "eval_rows": 200}})
 
 class Crash:
     """Kill partition ``partition``'s node when the step block starting at ``step`` reaches
-    it, ``times`` times (restarting it unless ``restart`` is false)."""
+    it (or the first message of type ``kind``, without ``step``), ``times`` times,
+    restarting it unless ``restart`` is false."""
 
-    def __init__(self, step: int, partition: int = 1, restart: bool = True, times: int = 1):
+    def __init__(
+        self,
+        step: int | None,
+        partition: int = 1,
+        restart: bool = True,
+        times: int = 1,
+        kind: str = P.STEP,
+    ):
         self.step, self.partition, self.restart, self.left = step, partition, restart, times
+        self.kind = kind
         self.grid: InProcessGrid | None = None
         self.crashes = 0
 
     def __call__(self, message: Message) -> None:
         meta = message.metadata
-        if self.left == 0 or meta.reply_to_message_id or meta.message_type != P.STEP:
+        if self.left == 0 or meta.reply_to_message_id or meta.message_type != self.kind:
             return
         assert self.grid is not None
         node = meta.dst_node_id
-        if meta.group_id != str(self.step) or node in self.grid._failed:
+        if (self.step is not None and meta.group_id != str(self.step)) or node in self.grid._failed:
             return
         if self.grid.context(node).node_config["partition-id"] != self.partition:
             return
@@ -89,6 +98,17 @@ def test_a_loss_in_the_first_epoch_starts_over_and_still_matches(
 ):
     spec = DataSpec(source=str(adult_small), n_parties=2)
     result = _run(spec, Crash(step=5, partition=0), rejoin_grace=5.0, **_checkpoints(tmp_path))
+    pd.testing.assert_frame_equal(result.synthetic, reference.synthetic)
+
+
+@pytest.mark.parametrize("kind", [P.SETUP, P.GENERATE])
+def test_a_party_lost_at_setup_or_publication_rejoins_too(
+    adult_small: Path, tmp_path: Path, reference, kind: str
+):
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    crash = Crash(step=None, kind=kind)
+    result = _run(spec, crash, rejoin_grace=5.0, **_checkpoints(tmp_path))
+    assert crash.crashes == 1
     pd.testing.assert_frame_equal(result.synthetic, reference.synthetic)
 
 
