@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import re
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
@@ -89,19 +91,47 @@ def load_cached(
     return data
 
 
+def node_integer(context: Context, key: str, value: object = None) -> int | None:
+    """``node_config[key]`` (or ``value`` when given) as a non-negative integer; ``None``
+    when unset or empty.
+
+    Flower's ``--node-config`` parser gives ``1`` as an int, ``1.0`` as a float and a
+    quoted ``"1"`` as text: each is read as 1. Anything else (``1.5``, ``inf``, ``nan``,
+    ``true``, ``-1``, ``"12a"``) is refused, never rounded.
+
+    Raises
+    ------
+    ValueError
+        Naming the key and the value.
+    """
+    value = context.node_config.get(key) if value is None else value
+    if value is None or value == "":
+        return None
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif (isinstance(value, float) and math.isfinite(value) and value.is_integer()) or (isinstance(value, str) and re.fullmatch(r"\s*\+?\d+\s*", value)):
+        number = int(value)
+    if number is None or number < 0:
+        raise ValueError(f"node_config '{key}' must be a non-negative integer, got {value!r}")
+    return number
+
+
 def node_partition_id(context: Context) -> int:
-    value = context.node_config.get(P.NODE_PARTITION_ID)
+    """This node's ``partition-id`` (:func:`node_integer`).
+
+    Raises
+    ------
+    ValueError
+        It is unset or not a non-negative integer.
+    """
+    value = node_integer(context, P.NODE_PARTITION_ID)
     if value is None:
         raise ValueError(
             f"node_config lacks '{P.NODE_PARTITION_ID}': start the SuperNode with "
             "--node-config 'partition-id=<i> ...'"
         )
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"node_config '{P.NODE_PARTITION_ID}' must be an integer, got {value!r}"
-        ) from None
+    return value
 
 
 def agreed_seed(context: Context) -> int | None:
@@ -124,7 +154,8 @@ def node_shared_seed(context: Context, run_seed: int) -> int:
     if agreed is not None:
         return agreed
     value = context.node_config.get(P.NODE_SHARED_SEED, os.environ.get(P.ENV_SHARED_SEED))
-    if value is None or value == "":
+    seed = node_integer(context, P.NODE_SHARED_SEED, value)
+    if seed is None:
         log.warning(
             "no shared seed in node_config '%s' or $%s: deriving it from the run seed, which the "
             "server knows. Set it on every party in a real deployment.",
@@ -132,12 +163,6 @@ def node_shared_seed(context: Context, run_seed: int) -> int:
             P.ENV_SHARED_SEED,
         )
         return derive_seed(run_seed, Stream.NOISE, 0, 1)
-    try:
-        seed = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"shared seed must be a non-negative integer, got {value!r}") from None
-    if seed < 0:
-        raise ValueError(f"shared seed must be a non-negative integer, got {seed}")
     return seed
 
 

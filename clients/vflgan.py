@@ -45,7 +45,14 @@ from flwr_vflgan.runtime.messages import (
 from flwr_vflgan.runtime.party_data import PartyData, party_block
 from flwr_vflgan.runtime.rng import seed_commitment
 
-from .common import CACHE_SIZE, PartyTables, guarded, node_partition_id, node_shared_seed
+from .common import (
+    CACHE_SIZE,
+    PartyTables,
+    guarded,
+    node_integer,
+    node_partition_id,
+    node_shared_seed,
+)
 from .state import BlockState
 
 log = logging.getLogger(__name__)
@@ -381,18 +388,7 @@ def _privacy_meta(
         planned_steps=schedule.d_steps_before(schedule.total_steps),
         parts=parts,
     )
-    seed = context.node_config.get(P.NODE_NOISE_SEED)
-    if seed is not None and seed != "":
-        try:
-            noise_seed: int | None = int(seed)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"node_config '{P.NODE_NOISE_SEED}' must be a non-negative integer, got {seed!r}"
-            ) from None
-        if noise_seed is not None and noise_seed < 0:
-            raise ValueError(f"node_config '{P.NODE_NOISE_SEED}' must be >= 0, got {noise_seed}")
-    else:
-        noise_seed = None
+    noise_seed = node_integer(context, P.NODE_NOISE_SEED)
     resume_step = setup.resume_step
     done = 0 if resume_step == P.NO_STEP else schedule.d_steps_before(resume_step)
     return {"plan": plan.state(), "noise_seed": noise_seed, "d_steps": done}

@@ -54,7 +54,14 @@ from flwr_vflgan.vtgan.messages import (
 from flwr_vflgan.vtgan.party import PartyLayout, VTGANParty
 from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 
-from .common import CACHE_SIZE, PartyTables, guarded, node_partition_id, node_shared_seed
+from .common import (
+    CACHE_SIZE,
+    PartyTables,
+    guarded,
+    node_integer,
+    node_partition_id,
+    node_shared_seed,
+)
 from .state import BlockState
 
 log = logging.getLogger(__name__)
@@ -433,18 +440,7 @@ def _conditions(
 
 def _noise_seed(context: Context) -> int | None:
     """The client's own DP noise seed (node_config ``noise-seed``), if it set one."""
-    value = context.node_config.get(P.NODE_NOISE_SEED)
-    if value is None or value == "":
-        return None
-    try:
-        seed = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"node_config '{P.NODE_NOISE_SEED}' must be a non-negative integer, got {value!r}"
-        ) from None
-    if seed < 0:
-        raise ValueError(f"node_config '{P.NODE_NOISE_SEED}' must be >= 0, got {seed}")
-    return seed
+    return node_integer(context, P.NODE_NOISE_SEED)
 
 
 def _spend(party: VTGANParty, meta: VTPartyMeta) -> None:
