@@ -140,6 +140,38 @@ def start_superlink(
     procs.wait_until(lambda: True if wait_for_port(port) else None, 60, "the SuperLink", 0.5)
 
 
+def launch_run(
+    procs: FlowerProcesses,
+    federation: str,
+    run_overrides: str,
+    run_dir: Path,
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+) -> int:
+    """``flwr run`` this checkout on ``federation`` with the Hydra ``run_overrides``,
+    writing into ``run_dir``; returns the run id once the SuperLink has started it (a
+    ``run_dir`` holding checkpoints resumes from them).
+
+    Raises
+    ------
+    DeploymentFailed
+        The CLI did not start the run.
+    """
+    run_config = f"overrides={json.dumps(run_overrides)} run-dir={json.dumps(str(run_dir))}"
+    launched = flwr_cli(
+        ["run", str(APP_DIR), federation, "--run-config", run_config],
+        env,
+        procs.log_dir / "flwr-cli.log",
+        timeout=180,
+        cwd=cwd,
+    )
+    run_id = started_run_id(launched.stdout)
+    if launched.returncode != 0 or run_id is None:
+        raise DeploymentFailed(f"flwr run did not start the run\n{procs.logs()}")
+    return run_id
+
+
 def launch_and_wait(
     procs: FlowerProcesses,
     federation: str,
@@ -162,17 +194,7 @@ def launch_and_wait(
     cli_log, run_log = procs.log_dir / "flwr-cli.log", procs.log_dir / "run.log"
     procs.add_log("flwr CLI", cli_log)
     procs.add_log("the run's ServerApp (flwr log)", run_log)
-    run_config = f"overrides={json.dumps(run_overrides)} run-dir={json.dumps(str(run_dir))}"
-    launched = flwr_cli(
-        ["run", str(APP_DIR), federation, "--run-config", run_config],
-        env,
-        cli_log,
-        timeout=180,
-        cwd=cwd,
-    )
-    run_id = started_run_id(launched.stdout)
-    if launched.returncode != 0 or run_id is None:
-        raise DeploymentFailed(f"flwr run did not start the run\n{procs.logs()}")
+    run_id = launch_run(procs, federation, run_overrides, run_dir, env=env, cwd=cwd)
 
     def diagnostics() -> str:
         fetch_run_log(run_id, federation, env, run_log, cwd=cwd)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -39,10 +41,16 @@ from flwr_vflgan.simulations.flower_processes import (
     executable,
     flower_env,
     free_ports,
+    process_table,
+    processes_with_env,
     write_flower_config,
 )
 from flwr_vflgan.simulations.gafm_pipeline import run_gafm
-from flwr_vflgan.simulations.local_deployment import launch_and_wait, start_superlink
+from flwr_vflgan.simulations.local_deployment import (
+    launch_and_wait,
+    launch_run,
+    start_superlink,
+)
 from flwr_vflgan.simulations.pipeline import train_federated
 from flwr_vflgan.strategies import InProcessGrid, VFLGANResult, VTGANStrategy
 
@@ -389,7 +397,7 @@ REJOIN_RUN_TIMEOUT = 420.0
 def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
     tmp_path: Path, processes: FlowerProcesses, adult_small: Path
 ) -> None:
-    """Party 1's process is killed (SIGKILL) once it has written a checkpoint and started
+    """Party 1's process is killed (SIGKILL) once a checkpoint is written and started
     again with the same command; the run waits for it (runtime.rejoin_grace), every holder
     resumes from the last checkpoint, and the table is the in-process run's, bit for bit."""
     dataset = ("dataset=csv", f"dataset.source={adult_small}")
@@ -399,7 +407,10 @@ def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
 
     def kill_and_restart(commands: list[list[str]], env: dict[str, str]) -> None:
         deadline = time.monotonic() + 120
-        while not list(checkpoints[1].glob("step-*.npz")) and time.monotonic() < deadline:
+        # The server writes its checkpoint after the parties wrote theirs: once it is
+        # there, every holder has one to resume from.
+        server = tmp_path / "run" / "checkpoints"
+        while not list(server.glob("server-*.npz")) and time.monotonic() < deadline:
             time.sleep(0.05)
         victim = next(p for p in processes.processes if p.name == "party-node-1")
         processes.processes.remove(victim)  # its exit is this test's doing
@@ -433,6 +444,103 @@ def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
         pd.testing.assert_frame_equal(deployed, pd.read_csv(buffer))
         run_log = deployment.diagnostics()
         assert "waiting up to 180 s for it to rejoin" in run_log, run_log
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+
+
+def _kill_serverapp(
+    tmp_path: Path, processes: FlowerProcesses, env: dict[str, str], commands: list[list[str]]
+) -> None:
+    """SIGKILL the run's ServerApp process (``flwr-serverapp``, started by the SuperLink)."""
+    table = process_table()
+    apps = [
+        pid
+        for pid in processes_with_env("FLWR_HOME", str(tmp_path / "flwr-home"))
+        if pid in table
+        and any(Path(word).name == "flwr-serverapp" for word in table[pid].args.split()[:2])
+    ]
+    assert len(apps) == 1, [table[p].args for p in apps if p in table]
+    os.kill(apps[0], signal.SIGKILL)
+
+
+def _kill(processes: FlowerProcesses, name: str) -> None:
+    victim = next(p for p in processes.processes if p.name == name)
+    processes.processes.remove(victim)  # its exit is this test's doing
+    assert victim.popen is not None
+    victim.popen.kill()
+    victim.popen.wait(30)
+
+
+def _restart_superlink(
+    tmp_path: Path, processes: FlowerProcesses, env: dict[str, str], commands: list[list[str]]
+) -> None:
+    """SIGKILL the SuperLink and start a new one on the same port. Its runs and node
+    registrations lived in its memory: a party node answered 401 by the new SuperLink exits,
+    so the operator starts the party nodes again too (same commands)."""
+    _kill(processes, "superlink")
+    for i in range(len(commands)):
+        _kill(processes, f"party-node-{i}")
+    config = (tmp_path / "flwr-home" / "config.toml").read_text()
+    port = int(config.split('address = "', 1)[1].split('"', 1)[0].rpartition(":")[2])
+    start_superlink(processes, port, env, tmp_path)
+    for i, command in enumerate(commands):
+        processes.start(f"party-node-{i}-restarted", command, env, cwd=tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "fault", [_kill_serverapp, _restart_superlink], ids=["serverapp", "superlink"]
+)
+def test_a_run_whose_serverapp_or_superlink_dies_is_resumed_by_the_next_flwr_run(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path, fault: Callable
+) -> None:
+    """The run's ServerApp process is killed (SIGKILL), or the SuperLink is killed and
+    started again (with the party nodes), once every holder has written a checkpoint.
+    Flower cannot continue that run, but ``flwr run`` again with the same ``run-dir``
+    resumes it from the checkpoints, and the table is the in-process run's, bit for bit."""
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = f"{' '.join(dataset)} {REJOIN_OVERRIDES}"
+    checkpoints = [tmp_path / f"party-{i}-checkpoints" for i in range(2)]
+    relaunched: list[int] = []
+
+    def fault_then_run_again(commands: list[list[str]], env: dict[str, str]) -> None:
+        deadline = time.monotonic() + 120
+        # The server writes its checkpoint after the parties wrote theirs: once it is
+        # there, every holder has one to resume from.
+        server = tmp_path / "run" / "checkpoints"
+        while not list(server.glob("server-*.npz")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        fault(tmp_path, processes, env, commands)
+        # The stopped run never writes metrics.json; the run launched now does, resuming.
+        run_overrides = shlex.join(["runtime=deployment", *shlex.split(overrides)])
+        relaunched.append(
+            launch_run(
+                processes, FEDERATION, run_overrides, tmp_path / "run", env=env, cwd=tmp_path
+            )
+        )
+
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=checkpoints,
+        timeout=REJOIN_RUN_TIMEOUT,
+        party_nodes=True,
+        while_running=fault_then_run_again,
+    )
+    try:
+        assert relaunched, "the fault was not injected"
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        assert metrics["steps"] == 360 and metrics["resumed_from_step"] > 0, metrics
+        spec = to_run_spec(compose_run_config(overrides), tmp_path / "inprocess")
+        grid = InProcessGrid(make_client_app(), deployment.node_configs)
+        reference = train_federated(spec, None, None, None, grid=grid)
+        buffer = io.StringIO()
+        reference.synthetic.to_csv(buffer, index=False)
+        buffer.seek(0)
+        deployed = pd.read_csv(deployment.run_dir / "synthetic.csv")
+        pd.testing.assert_frame_equal(deployed, pd.read_csv(buffer))
     except AssertionError as exc:
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
