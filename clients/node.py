@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
 from flwr.app import Context, Error, Message, RecordDict
@@ -193,6 +194,9 @@ class PartyNode:
         self.settings = settings
         self.stats = NodeStats()
         self._contexts: dict[int, Context] = {}
+        self.registration_lost = False
+        """Set when the SuperLink answered 401 to a pull: :meth:`serve` returned, and
+        serving again registers anew."""
 
     def serve(self, stop: threading.Event, max_messages: int | None = None) -> None:
         """Connect, register and handle messages until ``stop`` is set."""
@@ -217,6 +221,13 @@ class PartyNode:
                     received = receive()
                 except RunNotRunningException:
                     received = None
+                except httpx.HTTPStatusError as exc:
+                    if exc.response.status_code != httpx.codes.UNAUTHORIZED:
+                        raise
+                    # The SuperLink no longer knows this node: it restarted (its
+                    # registrations were in its memory) or dropped the node.
+                    self.registration_lost = True
+                    return
                 if received is None:
                     idle = time.monotonic() - last_message > settings.idle_after
                     stop.wait(settings.idle_poll_interval if idle else delay)
@@ -407,6 +418,10 @@ def parse_args(argv: Sequence[str]) -> NodeSettings:
     )
 
 
+RECONNECT_DELAY = 2.0
+"""Seconds a party node waits before registering again after its connection ended."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``flwr-vflgan-node``: run until SIGINT/SIGTERM; exit status 2 on bad settings."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -433,6 +448,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     node = PartyNode(app, settings)
     node.serve(stop)
+    while node.registration_lost:
+        # The SuperLink restarted (or dropped this node): register again rather than
+        # exit. Flower's heartbeat answers the same 401 with a SIGINT to this process,
+        # which set ``stop``; it is cleared once that thread has ended. A SuperLink that
+        # stays away ends the node through Flower's connection retries (--max-retries,
+        # --max-wait-time).
+        log.warning(
+            "the SuperLink at %s no longer knows this node (it restarted?): registering "
+            "again in %.0f s",
+            settings.superlink,
+            RECONNECT_DELAY,
+        )
+        time.sleep(RECONNECT_DELAY)
+        stop.clear()
+        node.registration_lost = False
+        node.serve(stop)
     log.info(
         "stopped after %d messages (%.1f s in the ClientApp, %.1f s moving messages)",
         node.stats.messages,
