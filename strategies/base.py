@@ -221,10 +221,11 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
                 run = self.rejoin(grid, lost, losses, started)
                 losses += 1
 
-    def resumable(self) -> bool:
-        """Whether ``prepare`` resumes a run from the last checkpoint of every holder (a
-        lost party may then rejoin); families without checkpoints say no."""
-        return False
+    def cannot_resume(self) -> str | None:
+        """Why ``prepare`` could not resume this run from the last checkpoint of every
+        holder, so that a lost party cannot rejoin; ``None`` when it can. Families
+        without checkpoints say so."""
+        return f"{type(self).__name__} keeps no checkpoints"
 
     def rejoin(self, grid: Grid, lost: PartyLost, losses: int, started: float) -> RunT:
         """After ``lost`` (at setup, in training or at publication; ``losses`` before it),
@@ -243,8 +244,9 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
             "run the same command again in the same run directory to resume from the last "
             "checkpoint"
         )
-        if not self.resumable():
-            raise RunStopped(f"{lost}; this run cannot resume within itself (no checkpoints)")
+        refusal = self.cannot_resume()
+        if refusal is not None:
+            raise RunStopped(f"{lost}; the run cannot take the party back: {refusal}")
         if losses >= MAX_REJOINS:
             raise RunStopped(f"{lost}; parties were lost {losses + 1} times: stopping ({again})")
         if self.rejoin_grace == 0:

@@ -385,10 +385,16 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             published="best_fd" if use_best else "last",
         )
 
-    def resumable(self) -> bool:
-        """With checkpoints and a shared seed the parties keep (not one agreed per run),
-        a lost party can rejoin: every holder resumes from the last checkpoint."""
-        return self.checkpoint_dir is not None and not self.key_agreement
+    def cannot_resume(self) -> str | None:
+        """A lost party can rejoin with checkpoints and a shared seed the parties keep."""
+        if self.checkpoint_dir is None:
+            return "it keeps no checkpoints (output.checkpoint=false)"
+        if self.key_agreement:
+            return (
+                "runtime.key_agreement agrees on a new shared seed at every setup, and "
+                "resuming needs the old one"
+            )
+        return None
 
     def _server_privacy(self, schedule: Schedule, allowed: Mapping[int, int]) -> PrivacyPlan | None:
         """Under ``dp=end_to_end``, the server's plan for ``D_s``: calibrated as every party

@@ -16,7 +16,7 @@ from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
 from flwr_vflgan.simulations.pipeline import Evaluator
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy, VTGANStrategy
 
 SHARED = 4242
 CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 4, "eval_rows": 200}})
@@ -133,9 +133,17 @@ def test_no_grace_no_checkpoints_or_a_party_that_keeps_dying_stops_the_run(
     spec = DataSpec(source=str(adult_small), n_parties=2)
     with pytest.raises(RunStopped, match=r"runtime\.rejoin_grace is 0"):
         _run(spec, Crash(step=30), rejoin_grace=0.0, **_checkpoints(tmp_path / "a"))
-    with pytest.raises(RunStopped, match="cannot resume within itself"):
+    with pytest.raises(RunStopped, match="cannot take the party back: it keeps no checkpoints"):
         _run(spec, Crash(step=30), rejoin_grace=5.0)
     crash = Crash(step=30, times=10)
     with pytest.raises(RunStopped, match="parties were lost 4 times"):
         _run(spec, crash, rejoin_grace=5.0, **_checkpoints(tmp_path / "b"))
     assert crash.crashes == 4
+
+
+def test_agreed_seeds_and_families_without_checkpoints_cannot_take_a_party_back(tmp_path: Path):
+    agreed = VFLGANStrategy(CONFIG, n_parties=2, key_agreement=True, checkpoint_dir=tmp_path)
+    assert "runtime.key_agreement" in (agreed.cannot_resume() or "")
+    vtgan = VTGANStrategy(VFLGANConfig.from_dict({"variant": "vtgan"}), n_parties=2)
+    assert vtgan.cannot_resume() == "VTGANStrategy keeps no checkpoints"
+    assert VFLGANStrategy(CONFIG, n_parties=2, checkpoint_dir=tmp_path).cannot_resume() is None
