@@ -43,13 +43,17 @@ CLIENT_FAMILIES: dict[str, ClientFamily] = {
         "flwr_vflgan.clients.keys:KeyAgreementClient",
         {P.KEY_OFFER: "offer", P.KEY_SEAL: "seal", P.KEY_OPEN: "open"},
     ),
+    "psi": ClientFamily(
+        "flwr_vflgan.clients.psi:PsiClient",
+        {P.PSI_BLIND: "blind", P.PSI_CROSS: "cross", P.PSI_MATCH: "match", P.PSI_APPLY: "apply"},
+    ),
     "gafm": ClientFamily(
         "flwr_vflgan.clients.gafm:GAFMClient",
         {P.GF_SETUP: "setup", P.GF_STEP: "step", P.GF_PREDICT: "predict"},
     ),
 }
-"""Every family's party side, and the parties' shared-seed agreement (``keys``): adding a
-family adds its line here (docs/architecture.md)."""
+"""Every family's party side, the parties' shared-seed agreement (``keys``) and their row
+alignment by ID (``psi``): adding a family adds its line here (docs/architecture.md)."""
 
 
 class PartyClients:

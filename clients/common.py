@@ -60,6 +60,9 @@ def data_key(context: Context, data_spec: str, partition_id: int) -> str:
     deployment) or its block of the server's data spec (``data_spec``, JSON; simulation)."""
     path = context.node_config.get(P.NODE_DATA_PATH)
     if path:
+        rows = aligned_rows(context)
+        if rows is not None:  # the rows shared with the other parties (runtime.align_ids)
+            return json.dumps({"file": str(path), "rows": rows})
         return json.dumps({"file": str(path)})
     if not data_spec:
         raise ValueError(
@@ -83,12 +86,23 @@ def load_cached(
     source = json.loads(key)
     if "file" in source:
         data = party_file(source["file"])
+        if "rows" in source:
+            data = data.take(source["rows"])
     else:
         data = block(DataSpec.from_json(source["spec"]), int(source["partition_id"]))
     cache[key] = data
     while len(cache) > size:
         cache.popitem(last=False)
     return data
+
+
+def aligned_rows(context: Context) -> list[int] | None:
+    """The rows this party shares with the others, in the common order, once the run
+    aligned them by ID (:mod:`flwr_vflgan.runtime.psi`); ``None`` otherwise."""
+    if P.STATE_PSI not in context.state:
+        return None
+    rows = json.loads(str(context.state[P.STATE_PSI]["json"])).get("rows")
+    return None if rows is None else [int(r) for r in rows]
 
 
 def node_integer(context: Context, key: str, value: object = None) -> int | None:
@@ -110,7 +124,9 @@ def node_integer(context: Context, key: str, value: object = None) -> int | None
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif (isinstance(value, float) and math.isfinite(value) and value.is_integer()) or (isinstance(value, str) and re.fullmatch(r"\s*\+?\d+\s*", value)):
+    elif (isinstance(value, float) and math.isfinite(value) and value.is_integer()) or (
+        isinstance(value, str) and re.fullmatch(r"\s*\+?\d+\s*", value)
+    ):
         number = int(value)
     if number is None or number < 0:
         raise ValueError(f"node_config '{key}' must be a non-negative integer, got {value!r}")

@@ -55,6 +55,11 @@ class RuntimeConfig:
         last checkpoint and the run goes on, bit-identical to one never interrupted
         (VFLGAN and VFLGAN-base, which checkpoint). 0 stops at once; past the grace the
         run stops, and running the same command again resumes it.
+    align_ids
+        Before setup, the parties align their rows by ID through a private set
+        intersection (X25519, the server as relay: docs/deployment.md, "Parties with
+        different rows"), and train on the rows they all hold. For the VFLGAN family's
+        party files (node_config ``data-path``).
     steps_per_exchange
         Training steps per exchange of the families that carry several
         (``train.steps_per_exchange`` of the VFLGAN family, ``gafm.steps_per_exchange``),
@@ -73,6 +78,7 @@ class RuntimeConfig:
     steps_per_exchange: int = 1
     key_agreement: bool = False
     rejoin_grace: float = 180.0
+    align_ids: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.key_agreement, bool):
@@ -474,6 +480,11 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         raise ValueError(
             f"algorithm={variant.value} has no differential privacy (paper 002 measures label "
             "leakage with leak AUC instead): remove the dp override"
+        )
+    if runtime.align_ids and variant not in (Variant.VFLGAN, Variant.VFLGAN_BASE):
+        raise ValueError(
+            f"runtime.align_ids aligns the parties' rows for vflgan and vflgan_base; "
+            f"algorithm={variant.value} needs its party files aligned already: remove it"
         )
     if not algorithm.is_gafm and int(cfg.partition.n_parties) < 2:
         raise ValueError(

@@ -66,6 +66,7 @@ def strategy_settings(spec: RunSpec, progress: Callable | None = None) -> dict[s
         "progress": progress,
         "key_agreement": spec.runtime.key_agreement,
         "rejoin_grace": spec.runtime.rejoin_grace,
+        "align_ids": spec.runtime.align_ids,
     }
 
 

@@ -13,6 +13,7 @@ timeout, the node wait and the party names in errors are written here once.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime import psi
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import KeyOffer, KeyOpen, KeySeal
 from flwr_vflgan.runtime.party_data import DataSpec
@@ -78,6 +80,7 @@ class StrategyArgs(TypedDict):
     progress: NotRequired[Progress | None]
     key_agreement: NotRequired[bool]
     rejoin_grace: NotRequired[float]
+    align_ids: NotRequired[bool]
 
 
 class VerticalStrategy(ABC, Generic[RunT, ResultT]):
@@ -112,6 +115,10 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         ``timeout``) to come back, restarted, before it stops; the run then resumes
         every party from the last checkpoint (families with checkpoints only). 0: stop
         at once.
+    align_ids
+        Before setup, align the parties' rows by ID through a private set intersection
+        (:mod:`flwr_vflgan.runtime.psi`): parties holding different people train on the
+        people they share, in one order, and learn nothing else of each other's IDs.
     min_parties
         The fewest parties the family trains with.
 
@@ -134,6 +141,7 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         progress: Progress | None = None,
         key_agreement: bool = False,
         rejoin_grace: float = 180.0,
+        align_ids: bool = False,
         min_parties: int = 1,
     ) -> None:
         check_strategy_args(
@@ -158,6 +166,7 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
             raise ValueError(f"rejoin_grace must be >= 0 seconds, got {rejoin_grace!r}")
         self.key_agreement = key_agreement
         self.rejoin_grace = rejoin_grace
+        self.align_ids = align_ids
         self.party_names: dict[int, str] = {}
         self.tick_seconds = TICK_SECONDS
         self._last_tick = 0.0
@@ -308,6 +317,65 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         self.progress(
             {"tick": True, "step": step, "total_steps": total_steps, "elapsed": now - started}
         )
+
+    # -- row alignment by ID ----------------------------------------------------------------
+    def align_rows(self, grid: Grid, nodes: Sequence[int]) -> int:
+        """Relay the parties' private set intersection of their IDs
+        (:mod:`flwr_vflgan.runtime.psi`): blinded IDs from all, blinded again across, the
+        leader's match, every party's rows. The server sees blinded points and positions
+        in secretly ordered lists. Returns the exchanges it took (4).
+
+        Raises
+        ------
+        RunStopped
+            A party refused or sent a malformed answer, or no ID is common to all.
+        """
+        salt = os.urandom(16)
+        start = psi.PsiBlind(salt=salt).to_content()
+        replies = self.exchange(grid, [Message(start, n, P.PSI_BLIND) for n in nodes], "psi blind")
+        blinded: dict[int, tuple[int, list[bytes]]] = {}
+        for node, reply in replies.items():
+            answer = self._read(reply, psi.PsiBlind.from_content, node, "blinded IDs")
+            blinded[answer.partition_id] = (node, list(answer.blinded))
+        if sorted(blinded) != list(range(len(nodes))):
+            raise RunStopped(f"blinded IDs came from partitions {sorted(blinded)}")
+        order = [blinded[p][0] for p in range(len(nodes))]
+        lists = [blinded[p][1] for p in range(len(nodes))]
+        cross = [psi.PsiLists(lists[1:]), *[psi.PsiLists([lists[0]]) for _ in order[1:]]]
+        crossed = self.exchange(
+            grid,
+            [Message(c.to_content(), n, P.PSI_CROSS) for c, n in zip(cross, order, strict=True)],
+            "psi cross",
+        )
+        again = [self._read(crossed[n], psi.PsiLists.from_content, n, "lists") for n in order]
+        match = psi.PsiLists([a.lists[0] for a in again[1:]], own=again[0].lists)
+        leader = self.exchange(
+            grid, [Message(match.to_content(), order[0], P.PSI_MATCH)], "psi match"
+        )
+        found = self._read(leader[order[0]], psi.PsiPositions.from_content, order[0], "positions")
+        applies = [
+            Message(psi.PsiPositions([p]).to_content(), n, P.PSI_APPLY)
+            for p, n in zip(found.positions, order[1:], strict=True)
+        ]
+        kept = self.exchange(grid, applies, "psi apply") if applies else {}
+        common = len(found.positions[0]) if found.positions else 0
+        for node, reply in kept.items():
+            if self._read(reply, psi.PsiKept.from_content, node, "row count").kept != common:
+                raise RunStopped(f"{self.party(node)} kept other rows than the {common} common")
+        log.info(
+            "aligned by ID: %d rows common to all (the parties held %s)",
+            common,
+            ", ".join(str(len(x)) for x in lists),
+        )
+        return 4
+
+    def _read(
+        self, reply: Message, decode: Callable[[RecordDict], Any], node: int, what: str
+    ) -> Any:
+        try:
+            return decode(reply.content)
+        except ProtocolError as exc:
+            raise RunStopped(f"{self.party(node)} sent malformed {what}: {exc}") from exc
 
     # -- the parties' shared seed -----------------------------------------------------------
     def agree_shared_seed(self, grid: Grid, nodes: Sequence[int]) -> int:

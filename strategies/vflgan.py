@@ -340,6 +340,8 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
                     "same node_config 'shared-seed' to resume, or start in a new directory"
                 )
             agreed = self.agree_shared_seed(grid, nodes)
+        if self.align_ids:
+            agreed += self.align_rows(grid, nodes)
         replies = self.exchange(
             grid, self.configure_setup(nodes, start_step if resume else P.NO_STEP), "setup"
         )

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -188,6 +189,17 @@ class PartyData:
     def id_digest(self) -> str:
         """SHA-256 of the row IDs in order (proves alignment without revealing IDs)."""
         return id_digest(self.ids)
+
+    def take(self, rows: Sequence[int]) -> PartyData:
+        """These rows, in this order (the encoder stays the one fitted on every row)."""
+        index = np.asarray(rows, dtype=np.int64)
+        return PartyData(
+            frame=self.frame.iloc[index].reset_index(drop=True),
+            schema=self.schema,
+            ids=self.ids.iloc[index].reset_index(drop=True),
+            encoder=self.encoder,
+            encoded=self.encoded[torch.from_numpy(index)],
+        )
 
 
 def load_full_table(spec: DataSpec) -> tuple[Dataset, pd.Series]:

@@ -59,6 +59,17 @@ NODE_KEY_FILE = "key-file"
 NODE_PEER_KEYS = "peer-keys"
 """The public keys a party expects, by partition id (comma-separated hex; pinning)."""
 
+# Row alignment by ID (runtime/psi.py): private set intersection before setup when the
+# run asks for it (runtime.align_ids).
+PSI_BLIND = "query.psi_blind"
+PSI_CROSS = "query.psi_cross"
+PSI_MATCH = "query.psi_match"
+PSI_APPLY = "query.psi_apply"
+PSI = "psi"
+STATE_PSI = "psi.party"
+"""A party's alignment state: its secret scalar, its secret order of its rows, and once
+aligned the rows it trains on, in the common order (never sent)."""
+
 NO_STEP = -1
 """Step field value meaning "nothing to apply" or "no forward pass"."""
 

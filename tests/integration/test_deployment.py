@@ -197,12 +197,14 @@ def _deploy(
     timeout: float,
     party_nodes: bool = False,
     while_running: Callable[[list[list[str]], dict[str, str]], None] | None = None,
+    edit_parties: Callable[[Path], None] | None = None,
 ) -> Deployment:
     """Export the party files, start a SuperLink and two SuperNodes from the printed
     commands (or, with ``party_nodes``, two ``flwr-vflgan-node`` processes with the same
     node configs, and with ``checkpoints`` their checkpoint directories), launch ``flwr
-    run`` and wait for ``metrics.json``. ``while_running`` is called in a thread of its own
-    with the party nodes' commands and environment as the run starts."""
+    run`` and wait for ``metrics.json``. ``edit_parties`` may change the exported party
+    files before any node starts; ``while_running`` is called in a thread of its own with
+    the party nodes' commands and environment as the run starts."""
     started = time.monotonic()
     link_port, node_ports = free_ports(1)[0], free_ports(2)
     superlink = f"{HOST}:{link_port}"
@@ -220,6 +222,8 @@ def _deploy(
     assert f"  {shared_seed}\n" in output, output  # the seed is also printed on its own
     for i, config in enumerate(configs):
         assert config["data-path"] == str(parties / f"party-{i}.csv")
+    if edit_parties is not None:
+        edit_parties(parties)
 
     start_superlink(processes, link_port, env, tmp_path)
     if party_nodes:
@@ -541,6 +545,38 @@ def test_a_run_whose_serverapp_or_superlink_dies_is_resumed_by_the_next_flwr_run
         buffer.seek(0)
         deployed = pd.read_csv(deployment.run_dir / "synthetic.csv")
         pd.testing.assert_frame_equal(deployed, pd.read_csv(buffer))
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+
+
+@pytest.mark.slow
+def test_party_nodes_with_different_rows_align_them_by_id(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """Party 0 holds rows 0-499, party 1 rows 100-639 shuffled: with runtime.align_ids the
+    run trains on the 400 people both hold (the setup digest confirms one order)."""
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = f"{' '.join(dataset)} {NODE_OVERRIDES} runtime.align_ids=true"
+    keep = [np.arange(0, 500), np.random.default_rng(5).permutation(np.arange(100, 640))]
+
+    def drop_rows(parties: Path) -> None:
+        for i, rows in enumerate(keep):
+            path = parties / f"party-{i}.csv"
+            pd.read_csv(path).iloc[rows].to_csv(path, index=False)
+
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=None,
+        timeout=NODE_RUN_TIMEOUT,
+        party_nodes=True,
+        edit_parties=drop_rows,
+    )
+    try:
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        assert metrics["train_rows"] == 400, metrics
     except AssertionError as exc:
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
