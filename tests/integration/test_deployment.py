@@ -348,6 +348,22 @@ def _check_seed_stays_with_parties(
         assert shared_seed not in path.read_text(errors="replace"), f"shared seed found in {path}"
 
 
+def _same_table_as_inprocess(
+    deployment: Deployment, overrides: str, tmp_path: Path
+) -> tuple[VFLGANResult, pd.DataFrame]:
+    """Train in process with the deployment's node configs and check that the deployment
+    published the same table, bit for bit; returns the reference and the table."""
+    spec = to_run_spec(compose_run_config(overrides), tmp_path / "inprocess")
+    grid = InProcessGrid(make_client_app(), deployment.node_configs)
+    reference = train_federated(spec, None, None, None, grid=grid)
+    buffer = io.StringIO()
+    reference.synthetic.to_csv(buffer, index=False)  # as the pipeline writes synthetic.csv
+    buffer.seek(0)
+    deployed = pd.read_csv(deployment.run_dir / "synthetic.csv")
+    pd.testing.assert_frame_equal(deployed, pd.read_csv(buffer))
+    return reference, deployed
+
+
 @pytest.mark.slow
 def test_party_nodes_train_k_steps_per_exchange_as_in_process(
     tmp_path: Path, processes: FlowerProcesses, adult_small: Path
@@ -372,15 +388,8 @@ def test_party_nodes_train_k_steps_per_exchange_as_in_process(
         metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
         # 36 steps in blocks of 4: setup, 9 forwards, the last apply, publication.
         assert metrics["steps"] == 36 and metrics["exchanges"] == 12, metrics
-        spec = to_run_spec(compose_run_config(overrides), tmp_path / "inprocess")
-        grid = InProcessGrid(make_client_app(), deployment.node_configs)
-        reference = train_federated(spec, None, None, None, grid=grid)
+        reference, deployed = _same_table_as_inprocess(deployment, overrides, tmp_path)
         assert reference.exchanges == 12
-        buffer = io.StringIO()
-        reference.synthetic.to_csv(buffer, index=False)
-        buffer.seek(0)
-        deployed = pd.read_csv(deployment.run_dir / "synthetic.csv")
-        pd.testing.assert_frame_equal(deployed, pd.read_csv(buffer))
         _check_own_columns(deployed, deployment.parties)
         _check_seed_stays_with_parties(deployment.run_dir, deployment.shared_seed, processes)
         # The training loop's 11 exchanges: a stock SuperNode needs 12-15 s each.
@@ -438,14 +447,7 @@ def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
         assert killed, "the party node was not killed"
         metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
         assert metrics["steps"] == 360 and metrics["resumed_from_step"] > 0, metrics
-        spec = to_run_spec(compose_run_config(overrides), tmp_path / "inprocess")
-        grid = InProcessGrid(make_client_app(), deployment.node_configs)
-        reference = train_federated(spec, None, None, None, grid=grid)
-        buffer = io.StringIO()
-        reference.synthetic.to_csv(buffer, index=False)
-        buffer.seek(0)
-        deployed = pd.read_csv(deployment.run_dir / "synthetic.csv")
-        pd.testing.assert_frame_equal(deployed, pd.read_csv(buffer))
+        _same_table_as_inprocess(deployment, overrides, tmp_path)
         run_log = deployment.diagnostics()
         assert "waiting up to 180 s for it to rejoin" in run_log, run_log
     except AssertionError as exc:
@@ -537,14 +539,7 @@ def test_a_run_whose_serverapp_or_superlink_dies_is_resumed_by_the_next_flwr_run
             for i in range(2):
                 node_log = (processes.log_dir / f"party-node-{i}.log").read_text()
                 assert "registering again" in node_log, node_log[-2000:]
-        spec = to_run_spec(compose_run_config(overrides), tmp_path / "inprocess")
-        grid = InProcessGrid(make_client_app(), deployment.node_configs)
-        reference = train_federated(spec, None, None, None, grid=grid)
-        buffer = io.StringIO()
-        reference.synthetic.to_csv(buffer, index=False)
-        buffer.seek(0)
-        deployed = pd.read_csv(deployment.run_dir / "synthetic.csv")
-        pd.testing.assert_frame_equal(deployed, pd.read_csv(buffer))
+        _same_table_as_inprocess(deployment, overrides, tmp_path)
     except AssertionError as exc:
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
