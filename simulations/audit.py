@@ -221,13 +221,13 @@ def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, A
         table = pd.concat([kept, canaries[included]], ignore_index=True)
         order = np.random.default_rng(audit.seed if audit.seed is not None else spec.seed)
         table = table.iloc[order.permutation(len(table))].reset_index(drop=True)
+        train = training_spec(spec, audit_dir, table)  # refuses another audit's directory
         marked = canaries.assign(_included=included)
         write_atomically(
             audit_dir / "canaries.parquet",
             lambda p: marked.to_parquet(p, index=False),
             suffix=".parquet",
         )
-        train = training_spec(spec, audit_dir, table)
         metrics = finished_metrics(train) or run_experiment(train)
         delta = audit.delta if audit.delta is not None else spec.algorithm.dp.delta
         results = {

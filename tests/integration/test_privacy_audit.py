@@ -84,6 +84,9 @@ def test_bad_audit_settings_get_one_line_and_status_2(tmp_path: Path):
 
 def test_an_audit_directory_of_another_table_is_refused(tmp_path: Path):
     assert _audit(tmp_path).returncode == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("*.parquet")}
     other = _audit(tmp_path, "audit.seed=7")
     assert other.returncode == 2, other.stderr[-2000:]
     assert "holds an audit of another training table" in other.stderr
+    # The first audit's tables are left as they were.
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.parquet")} == before
