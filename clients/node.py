@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -198,8 +199,19 @@ class PartyNode:
         """Set when the SuperLink answered 401 to a pull: :meth:`serve` returned, and
         serving again registers anew."""
 
-    def serve(self, stop: threading.Event, max_messages: int | None = None) -> None:
-        """Connect, register and handle messages until ``stop`` is set."""
+    def serve(
+        self,
+        stop: threading.Event,
+        max_messages: int | None = None,
+        interrupted: threading.Event | None = None,
+    ) -> None:
+        """Connect, register and handle messages until ``stop`` is set, or until the
+        SuperLink stops knowing this node (:attr:`registration_lost`).
+
+        ``interrupted`` is set by SIGINT: an operator's Ctrl-C, or Flower's heartbeat,
+        which sends its own process a SIGINT when the SuperLink answers it 401. The next
+        pull tells them apart: a 401 means the registration is lost, anything else stops.
+        """
         settings = self.settings
         with http_request_response(
             settings.superlink,
@@ -216,13 +228,18 @@ class PartyNode:
             while not stop.is_set():
                 if max_messages is not None and self.stats.messages >= max_messages:
                     return
+                if interrupted is not None and interrupted.is_set():
+                    interrupted.clear()
+                    if not self._lost(receive):
+                        stop.set()  # an operator's interrupt: stop as SIGTERM does
+                    return
                 self.stats.pulls += 1
                 try:
                     received = receive()
                 except RunNotRunningException:
                     received = None
                 except httpx.HTTPStatusError as exc:
-                    if exc.response.status_code != httpx.codes.UNAUTHORIZED:
+                    if not _unauthorized(exc):
                         raise
                     # The SuperLink no longer knows this node: it restarted (its
                     # registrations were in its memory) or dropped the node.
@@ -250,13 +267,27 @@ class PartyNode:
                     log.info("run %s is no longer running; its message is dropped", run_id)
                     self._contexts.pop(run_id, None)
                     continue
-                except Exception:  # one bad transfer must not end a node serving many runs
+                except Exception as exc:  # one bad transfer must not end a node serving runs
+                    if _unauthorized(exc):  # the registration went while handling it
+                        self.registration_lost = True
+                        return
                     log.exception("could not handle a message of run %s", run_id)
                     continue
                 self.stats.messages += 1
                 self.stats.app_seconds += handled - pulled
                 self.stats.transfer_seconds += (pulled - started) + (time.monotonic() - handled)
                 last_message = time.monotonic()
+
+    def _lost(self, receive: Callable[[], Any]) -> bool:
+        """One pull after a SIGINT: whether the SuperLink answers 401 (and the
+        registration is lost). A message it returns is dropped: the node is stopping."""
+        try:
+            receive()
+        except Exception as exc:
+            if _unauthorized(exc):
+                self.registration_lost = True
+                return True
+        return False
 
     def _context(
         self,
@@ -286,6 +317,18 @@ class PartyNode:
                 Error(code=ERROR_CLIENT_EXCEPTION, reason=f"{type(exc).__name__}: {exc}"),
                 reply_to=message,
             )
+
+
+def _unauthorized(exc: BaseException) -> bool:
+    """Whether ``exc``, or an exception it was raised from, is an HTTP 401 answer."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, httpx.HTTPStatusError) and (
+            seen.response.status_code == httpx.codes.UNAUTHORIZED
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _pull_message(
@@ -443,27 +486,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     from flwr_vflgan.clients.client_app import app
 
     torch.set_num_threads(settings.torch_threads)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop, interrupted = threading.Event(), threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: interrupted.set())
     node = PartyNode(app, settings)
-    node.serve(stop)
-    while node.registration_lost:
+    node.serve(stop, interrupted=interrupted)
+    while node.registration_lost and not stop.is_set():
         # The SuperLink restarted (or dropped this node): register again rather than
-        # exit. Flower's heartbeat answers the same 401 with a SIGINT to this process,
-        # which set ``stop``; it is cleared once that thread has ended. A SuperLink that
-        # stays away ends the node through Flower's connection retries (--max-retries,
-        # --max-wait-time).
+        # exit. A SuperLink that stays away ends the node through Flower's connection
+        # retries (--max-retries, --max-wait-time).
         log.warning(
             "the SuperLink at %s no longer knows this node (it restarted?): registering "
             "again in %.0f s",
             settings.superlink,
             RECONNECT_DELAY,
         )
-        time.sleep(RECONNECT_DELAY)
-        stop.clear()
+        stop.wait(RECONNECT_DELAY)
+        # The SIGINT that Flower's heartbeat sent on the same 401 has been handled by now
+        # (its thread ended with the connection): it must not stop the new one.
+        interrupted.clear()
         node.registration_lost = False
-        node.serve(stop)
+        node.serve(stop, interrupted=interrupted)
     log.info(
         "stopped after %d messages (%.1f s in the ClientApp, %.1f s moving messages)",
         node.stats.messages,
