@@ -221,7 +221,7 @@ class PartyNode:
             settings.max_retries,
             settings.max_wait_time,
         ) as connection:
-            node_id, receive, send, get_run, get_fab, pull_object, push_object, confirm = connection
+            node_id, receive = connection[0], connection[1]
             log.info("registered with the SuperLink at %s as node %s", settings.superlink, node_id)
             last_message = time.monotonic()
             delay = settings.poll_interval
@@ -251,32 +251,38 @@ class PartyNode:
                     delay = min(delay * 1.5, settings.max_poll_interval)
                     continue
                 delay = settings.poll_interval
-                message, tree = received
-                run_id = message.metadata.run_id
-                started = time.monotonic()
-                try:
-                    message = _pull_message(
-                        tree, partial(pull_object, run_id), partial(confirm, run_id)
-                    )
-                    pulled = time.monotonic()
-                    context = self._context(node_id, run_id, get_run, get_fab)
-                    reply = self._handle(message, context)
-                    handled = time.monotonic()
-                    _push_reply(reply, send, partial(push_object, run_id), handled - pulled)
-                except RunNotRunningException:
-                    log.info("run %s is no longer running; its message is dropped", run_id)
-                    self._contexts.pop(run_id, None)
-                    continue
-                except Exception as exc:  # one bad transfer must not end a node serving runs
-                    if _unauthorized(exc):  # the registration went while handling it
-                        self.registration_lost = True
-                        return
-                    log.exception("could not handle a message of run %s", run_id)
-                    continue
-                self.stats.messages += 1
-                self.stats.app_seconds += handled - pulled
-                self.stats.transfer_seconds += (pulled - started) + (time.monotonic() - handled)
+                if not self._answer(received, node_id, connection):
+                    return
                 last_message = time.monotonic()
+
+    def _answer(self, received: tuple[Message, ObjectTree], node_id: int, connection: Any) -> bool:
+        """Pull one message's objects, answer it and push the reply; ``False`` when the
+        SuperLink turned out no longer to know this node (:attr:`registration_lost`)."""
+        _, _, send, get_run, get_fab, pull_object, push_object, confirm = connection
+        message, tree = received
+        run_id = message.metadata.run_id
+        started = time.monotonic()
+        try:
+            message = _pull_message(tree, partial(pull_object, run_id), partial(confirm, run_id))
+            pulled = time.monotonic()
+            context = self._context(node_id, run_id, get_run, get_fab)
+            reply = self._handle(message, context)
+            handled = time.monotonic()
+            _push_reply(reply, send, partial(push_object, run_id), handled - pulled)
+        except RunNotRunningException:
+            log.info("run %s is no longer running; its message is dropped", run_id)
+            self._contexts.pop(run_id, None)
+            return True
+        except Exception as exc:  # one bad transfer must not end a node serving many runs
+            if _unauthorized(exc):  # the registration went while handling it
+                self.registration_lost = True
+                return False
+            log.exception("could not handle a message of run %s", run_id)
+            return True
+        self.stats.messages += 1
+        self.stats.app_seconds += handled - pulled
+        self.stats.transfer_seconds += (pulled - started) + (time.monotonic() - handled)
+        return True
 
     def _lost(self, receive: Callable[[], Any]) -> bool:
         """One pull after a SIGINT: whether the SuperLink answers 401 (and the
