@@ -398,6 +398,16 @@ def test_party_nodes_train_k_steps_per_exchange_as_in_process(
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
 
+def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
+    """Until the run in ``tmp_path/run`` has a server checkpoint. The server writes its
+    checkpoint after the parties wrote theirs: once it is there, every holder has one to
+    resume from."""
+    deadline = time.monotonic() + timeout
+    server = tmp_path / "run" / "checkpoints"
+    while not list(server.glob("server-*.npz")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 # A party node killed mid-run on the first 640 Adult rows: 30 epochs of 12 steps in
 # blocks of 4, so the run goes on well after party 1's first checkpoint (step 12).
 REJOIN_OVERRIDES = NODE_OVERRIDES.replace("train.epochs=3", "train.epochs=30")
@@ -413,45 +423,48 @@ def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
     """Party 1's process is killed (SIGKILL) once a checkpoint is written and started
     again with the same command; the run waits for it (runtime.rejoin_grace), every holder
     resumes from the last checkpoint, and the table is the in-process run's, bit for bit."""
-    dataset = ("dataset=csv", f"dataset.source={adult_small}")
-    overrides = f"{' '.join(dataset)} {REJOIN_OVERRIDES}"
-    checkpoints = [tmp_path / f"party-{i}-checkpoints" for i in range(2)]
-    killed: list[str] = []
+    killed: list[bool] = []
 
-    def kill_and_restart(commands: list[list[str]], env: dict[str, str]) -> None:
-        deadline = time.monotonic() + 120
-        # The server writes its checkpoint after the parties wrote theirs: once it is
-        # there, every holder has one to resume from.
-        server = tmp_path / "run" / "checkpoints"
-        while not list(server.glob("server-*.npz")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        victim = next(p for p in processes.processes if p.name == "party-node-1")
-        processes.processes.remove(victim)  # its exit is this test's doing
-        assert victim.popen is not None
-        victim.popen.kill()
-        victim.popen.wait(30)
-        killed.append(sorted(p.name for p in checkpoints[1].glob("step-*.npz"))[-1])
+    def kill_and_restart(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
+        _wait_for_server_checkpoint(tmp_path)
+        _kill(processes, "party-node-1")
+        killed.append(True)
         processes.start("party-node-1-restarted", commands[1], env, cwd=tmp_path)
 
+    deployment = _resumed_deployment(tmp_path, processes, adult_small, kill_and_restart)
+    run_log = deployment.diagnostics()
+    assert killed, "the party node was not killed"
+    assert "waiting up to 180 s for it to rejoin" in run_log, run_log
+
+
+def _resumed_deployment(
+    tmp_path: Path,
+    processes: FlowerProcesses,
+    adult_small: Path,
+    fault: Callable[[str, list[list[str]], dict[str, str]], None],
+) -> Deployment:
+    """Party nodes train REJOIN_OVERRIDES while ``fault(overrides, commands, env)`` runs
+    in a thread; the run must have resumed from a checkpoint and published the in-process
+    run's table, bit for bit."""
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = f"{' '.join(dataset)} {REJOIN_OVERRIDES}"
     deployment = _deploy(
         tmp_path,
         processes,
         export_overrides=dataset,
         run_overrides=overrides,
-        checkpoints=checkpoints,
+        checkpoints=[tmp_path / f"party-{i}-checkpoints" for i in range(2)],
         timeout=REJOIN_RUN_TIMEOUT,
         party_nodes=True,
-        while_running=kill_and_restart,
+        while_running=lambda commands, env: fault(overrides, commands, env),
     )
     try:
-        assert killed, "the party node was not killed"
         metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
         assert metrics["steps"] == 360 and metrics["resumed_from_step"] > 0, metrics
         _same_table_as_inprocess(deployment, overrides, tmp_path)
-        run_log = deployment.diagnostics()
-        assert "waiting up to 180 s for it to rejoin" in run_log, run_log
     except AssertionError as exc:
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+    return deployment
 
 
 def _kill_serverapp(
@@ -500,18 +513,12 @@ def test_a_run_whose_serverapp_or_superlink_dies_is_resumed_by_the_next_flwr_run
     checkpoint.
     Flower cannot continue that run, but ``flwr run`` again with the same ``run-dir``
     resumes it from the checkpoints, and the table is the in-process run's, bit for bit."""
-    dataset = ("dataset=csv", f"dataset.source={adult_small}")
-    overrides = f"{' '.join(dataset)} {REJOIN_OVERRIDES}"
-    checkpoints = [tmp_path / f"party-{i}-checkpoints" for i in range(2)]
     relaunched: list[int] = []
 
-    def fault_then_run_again(commands: list[list[str]], env: dict[str, str]) -> None:
-        deadline = time.monotonic() + 120
-        # The server writes its checkpoint after the parties wrote theirs: once it is
-        # there, every holder has one to resume from.
-        server = tmp_path / "run" / "checkpoints"
-        while not list(server.glob("server-*.npz")) and time.monotonic() < deadline:
-            time.sleep(0.05)
+    def fault_then_run_again(
+        overrides: str, commands: list[list[str]], env: dict[str, str]
+    ) -> None:
+        _wait_for_server_checkpoint(tmp_path)
         fault(tmp_path, processes, env, commands)
         # The stopped run never writes metrics.json; the run launched now does, resuming.
         run_overrides = shlex.join(["runtime=deployment", *shlex.split(overrides)])
@@ -521,59 +528,12 @@ def test_a_run_whose_serverapp_or_superlink_dies_is_resumed_by_the_next_flwr_run
             )
         )
 
-    deployment = _deploy(
-        tmp_path,
-        processes,
-        export_overrides=dataset,
-        run_overrides=overrides,
-        checkpoints=checkpoints,
-        timeout=REJOIN_RUN_TIMEOUT,
-        party_nodes=True,
-        while_running=fault_then_run_again,
-    )
-    try:
-        assert relaunched, "the fault was not injected"
-        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
-        assert metrics["steps"] == 360 and metrics["resumed_from_step"] > 0, metrics
-        if fault is _restart_superlink:  # the same node processes served both runs
-            for i in range(2):
-                node_log = (processes.log_dir / f"party-node-{i}.log").read_text()
-                assert "registering again" in node_log, node_log[-2000:]
-        _same_table_as_inprocess(deployment, overrides, tmp_path)
-    except AssertionError as exc:
-        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
-
-
-@pytest.mark.slow
-def test_party_nodes_with_different_rows_align_them_by_id(
-    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
-) -> None:
-    """Party 0 holds rows 0-499, party 1 rows 100-639 shuffled: with runtime.align_ids the
-    run trains on the 400 people both hold (the setup digest confirms one order)."""
-    dataset = ("dataset=csv", f"dataset.source={adult_small}")
-    overrides = f"{' '.join(dataset)} {NODE_OVERRIDES} runtime.align_ids=true"
-    keep = [np.arange(0, 500), np.random.default_rng(5).permutation(np.arange(100, 640))]
-
-    def drop_rows(parties: Path) -> None:
-        for i, rows in enumerate(keep):
-            path = parties / f"party-{i}.csv"
-            pd.read_csv(path).iloc[rows].to_csv(path, index=False)
-
-    deployment = _deploy(
-        tmp_path,
-        processes,
-        export_overrides=dataset,
-        run_overrides=overrides,
-        checkpoints=None,
-        timeout=NODE_RUN_TIMEOUT,
-        party_nodes=True,
-        edit_parties=drop_rows,
-    )
-    try:
-        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
-        assert metrics["train_rows"] == 400, metrics
-    except AssertionError as exc:
-        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+    _resumed_deployment(tmp_path, processes, adult_small, fault_then_run_again)
+    assert relaunched, "the fault was not injected"
+    if fault is _restart_superlink:  # the same node processes served both runs
+        for i in range(2):
+            node_log = (processes.log_dir / f"party-node-{i}.log").read_text()
+            assert "registering again" in node_log, node_log[-2000:]
 
 
 # -- VT-GAN ------------------------------------------------------------------------------
