@@ -60,10 +60,14 @@ def data_key(context: Context, data_spec: str, partition_id: int) -> str:
     deployment) or its block of the server's data spec (``data_spec``, JSON; simulation)."""
     path = context.node_config.get(P.NODE_DATA_PATH)
     if path:
+        source: dict[str, object] = {"file": str(path)}
+        scaling = json.loads(data_spec).get("numeric_scaling") if data_spec else None
+        if scaling not in (None, "standard"):  # the run's encoding (dataset.numeric_scaling)
+            source["numeric_scaling"] = scaling
         rows = aligned_rows(context)
         if rows is not None:  # the rows shared with the other parties (runtime.align_ids)
-            return json.dumps({"file": str(path), "rows": rows})
-        return json.dumps({"file": str(path)})
+            source["rows"] = rows
+        return json.dumps(source)
     if not data_spec:
         raise ValueError(
             f"party {partition_id} has no data: set node_config '{P.NODE_DATA_PATH}' "
@@ -85,7 +89,7 @@ def load_cached(
         return cache[key]
     source = json.loads(key)
     if "file" in source:
-        data = party_file(source["file"])
+        data = party_file(source["file"], source.get("numeric_scaling", "standard"))
         if "rows" in source:
             data = data.take(source["rows"])
     else:

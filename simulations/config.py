@@ -111,7 +111,8 @@ class DatasetConfig:
     """The ``dataset`` group (see :class:`~flwr_vflgan.runtime.party_data.DataSpec`)."""
 
     source: str = "adult"
-    numeric_scaling: Literal["standard", "minmax"] = "standard"
+    # standard (paper 000), minmax (images) or mode (CTGAN's mode-specific normalisation).
+    numeric_scaling: Literal["standard", "minmax", "mode"] = "standard"
     data_dir: str | None = None
     # None, not {}: Hydra's struct mode forbids adding keys to an empty mapping, while
     # replacing a null with a whole one ('dataset.declared={zip: categorical}') works.
@@ -485,6 +486,12 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
         raise ValueError(
             f"runtime.align_ids aligns the parties' rows for vflgan and vflgan_base; "
             f"algorithm={variant.value} needs its party files aligned already: remove it"
+        )
+    scaling = cfg.dataset.get("numeric_scaling", "standard")
+    if scaling == "mode" and variant not in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP):
+        raise ValueError(
+            f"dataset.numeric_scaling=mode is the VFLGAN family's option (vflgan, vflgan_base, "
+            f"wgan_gp); algorithm={variant.value} encodes its own columns: remove it"
         )
     if not algorithm.is_gafm and int(cfg.partition.n_parties) < 2:
         raise ValueError(

@@ -24,7 +24,7 @@ import torch
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import Variant, VFLGANConfig
-from flwr_vflgan.data import Dataset, Span
+from flwr_vflgan.data import Dataset, Span, TabularEncoder
 from flwr_vflgan.data.registry import image_shape_of
 from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
@@ -53,19 +53,44 @@ CENTRALIZED = (Variant.WGAN_GP, Variant.CTGAN)
 
 
 class Evaluator:
-    """Frechet distance (paper 000, eq. 23) against the real encoded table."""
+    """Frechet distance (paper 000, eq. 23) against the real table, always in the
+    :class:`~flwr_vflgan.data.encoder.TabularEncoder` encoding the run's numeric scaling
+    names for it (``standard`` unless ``minmax``).
+
+    With ``dataset.numeric_scaling=mode`` the parties train in CTGAN's encoding, but the FD
+    (and so the best-epoch choice) is measured as for every other run: each generated block
+    is decoded by the party's encoder and re-encoded with a standardising encoder fitted on
+    the same real rows, so FDs compare across encodings.
+    """
 
     def __init__(self, blocks: Sequence[PartyData]) -> None:
         self.blocks = list(blocks)
-        self.real = GaussianStats.of(torch.cat([b.encoded for b in blocks], dim=1).numpy())
+        self.measures = [
+            b.encoder
+            if isinstance(b.encoder, TabularEncoder)
+            else TabularEncoder().fit(b.frame, b.schema)
+            for b in self.blocks
+        ]
+        real = [
+            b.encoded if m is b.encoder else torch.from_numpy(m.transform(b.frame))
+            for b, m in zip(self.blocks, self.measures, strict=True)
+        ]
+        self.real = GaussianStats.of(torch.cat(real, dim=1).numpy())
 
     def encoded_fd(self, blocks: Sequence[np.ndarray]) -> dict[str, float]:
-        """FD of encoded synthetic blocks (party order)."""
-        return {"fd": frechet_distance(self.real, np.concatenate(list(blocks), axis=1))}
+        """FD of encoded synthetic blocks (party order, in the parties' encodings)."""
+        measured = [
+            x if m is b.encoder else m.transform(b.encoder.inverse_transform(x))
+            for b, m, x in zip(self.blocks, self.measures, blocks, strict=True)
+        ]
+        return {"fd": frechet_distance(self.real, np.concatenate(measured, axis=1))}
 
     def table_fd(self, synthetic: pd.DataFrame) -> float:
-        """FD of a decoded synthetic table, encoded with each party's real-data encoder."""
-        encoded = [b.encoder.transform(synthetic[b.schema.names]) for b in self.blocks]
+        """FD of a decoded synthetic table, encoded with each party's measuring encoder."""
+        encoded = [
+            m.transform(synthetic[b.schema.names])
+            for b, m in zip(self.blocks, self.measures, strict=True)
+        ]
         return frechet_distance(self.real, np.concatenate(encoded, axis=1))
 
 

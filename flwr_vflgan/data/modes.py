@@ -1,4 +1,5 @@
-"""Mode-specific normalisation (CTGAN, Xu et al. 2019, Section 4.2), per party, for VT-GAN.
+"""Mode-specific normalisation (CTGAN, Xu et al. 2019, Section 4.2), per party: VT-GAN's
+encoding, and the VFLGAN family's with ``dataset.numeric_scaling=mode``.
 
 Each party encodes its own columns (paper 001, Section 3.1.4, step 1):
 
@@ -499,7 +500,13 @@ class ModeSpecificEncoder:
         logger.debug("fitted ModeSpecificEncoder: %s", self.n_modes)
         return self
 
-    def transform(self, frame: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+    @property
+    def public(self) -> bool:
+        """Always ``False``: the mixtures are fitted on the party's rows (no public-domain
+        build exists for them)."""
+        return False
+
+    def transform(self, frame: pd.DataFrame, rng: np.random.Generator | None = None) -> np.ndarray:
         """Encode ``frame``'s schema columns, sampling each numeric value's mode with ``rng``.
 
         Parameters
@@ -508,6 +515,9 @@ class ModeSpecificEncoder:
             Table holding the schema's columns.
         rng
             Draws one uniform number per row for each numeric column, in schema order.
+            ``None``: a fresh ``numpy.random.default_rng(seed)`` each call, so the same
+            frame always encodes to the same matrix (the VFLGAN family encodes its rows
+            once per process, and every process must agree).
 
         Returns
         -------
@@ -524,6 +534,8 @@ class ModeSpecificEncoder:
             seen by :meth:`fit` (named).
         """
         schema = self._fitted_schema()
+        if rng is None:
+            rng = np.random.default_rng(self.seed)
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
         schema.validate_frame(frame)

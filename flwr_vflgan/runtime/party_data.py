@@ -41,10 +41,16 @@ from flwr_vflgan.data.importance import (
     parse_importance_split,
 )
 from flwr_vflgan.data.importance import importance_split as split_by_importance
+from flwr_vflgan.data.modes import ModeSpecificEncoder
 
 logger = logging.getLogger(__name__)
 
 _PARTITIONS = ("even", "explicit", "random", "importance")
+NumericScaling = Literal["standard", "minmax", "mode"]
+SCALINGS: tuple[str, ...] = ("standard", "minmax", "mode")
+"""``dataset.numeric_scaling``: paper 000's standardisation, [-1, 1] for images, or CTGAN's
+mode-specific normalisation (:class:`~flwr_vflgan.data.modes.ModeSpecificEncoder`)."""
+PartyEncoder = TabularEncoder | ModeSpecificEncoder
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,11 @@ class DataSpec:
         Seed of the ``random`` split, and of the importance estimate of ``importance``
         (0 when None).
     numeric_scaling
-        ``standard`` (paper 000 eq. 22) or ``minmax`` to [-1, 1] with tanh outputs (images).
+        ``standard`` (paper 000 eq. 22), ``minmax`` to [-1, 1] with tanh outputs (images),
+        or ``mode``: CTGAN's mode-specific normalisation, each numeric column a scalar in
+        (-1, 1) and a one-hot over the modes of a Gaussian mixture fitted on the party's
+        rows (:class:`~flwr_vflgan.data.modes.ModeSpecificEncoder`, seed 0, so every
+        process encodes a party's rows alike). ``mode`` cannot be built from ``domain``.
     data_dir
         Where non-bundled datasets are looked up (else ``$FLWR_VFLGAN_DATA_DIR``).
     declared
@@ -95,7 +105,7 @@ class DataSpec:
     partition: Literal["even", "explicit", "random", "importance"] = "even"
     columns: tuple[tuple[str, ...], ...] | None = None
     partition_seed: int | None = None
-    numeric_scaling: Literal["standard", "minmax"] = "standard"
+    numeric_scaling: NumericScaling = "standard"
     data_dir: str | None = None
     declared: Mapping[str, str] = field(default_factory=dict)
     label: str | None = None
@@ -116,9 +126,15 @@ class DataSpec:
         if self.partition not in _PARTITIONS:
             raise ValueError(f"unknown partition {self.partition!r}; valid: {list(_PARTITIONS)}")
         self._check_importance()
-        if self.numeric_scaling not in ("standard", "minmax"):
+        if self.numeric_scaling not in SCALINGS:
             raise ValueError(
-                f"unknown numeric_scaling {self.numeric_scaling!r}; valid: ['minmax', 'standard']"
+                f"unknown numeric_scaling {self.numeric_scaling!r}; valid: {list(SCALINGS)}"
+            )
+        if self.numeric_scaling == "mode" and self.domain is not None:
+            raise ValueError(
+                "numeric_scaling='mode' fits a Gaussian mixture to each party's numeric "
+                "columns, so it cannot be built from public metadata (dataset.domain, which "
+                "dp=end_to_end needs): use dataset.numeric_scaling=standard"
             )
         if self.columns is not None:
             object.__setattr__(self, "columns", tuple(tuple(c) for c in self.columns))
@@ -177,7 +193,7 @@ class PartyData:
     frame: pd.DataFrame
     schema: Schema
     ids: pd.Series
-    encoder: TabularEncoder
+    encoder: PartyEncoder
     encoded: torch.Tensor
 
     @property
@@ -288,11 +304,20 @@ def encode_block(
 ) -> PartyData:
     """The party's encoder, fitted on its own rows or, with ``domain``, built from public
     metadata only; and its rows encoded."""
-    encoder = TabularEncoder(numeric_scaling=numeric_scaling)  # type: ignore[arg-type]
-    if domain is None:
-        encoder.fit(frame, schema)
+    encoder: PartyEncoder
+    if numeric_scaling == "mode":
+        if domain is not None:
+            raise ValueError(
+                "numeric_scaling='mode' fits mixtures to the party's rows; it cannot be "
+                "built from a public domain: use numeric_scaling='standard'"
+            )
+        encoder = ModeSpecificEncoder(seed=0).fit(frame, schema)
     else:
-        encoder.fit_domain(frame, schema, domain)
+        encoder = TabularEncoder(numeric_scaling=numeric_scaling)  # type: ignore[arg-type]
+        if domain is None:
+            encoder.fit(frame, schema)
+        else:
+            encoder.fit_domain(frame, schema, domain)
     return PartyData(
         frame=frame,
         schema=encoder.schema,
@@ -317,10 +342,11 @@ def party_block(spec: DataSpec, partition_id: int) -> PartyData:
 
 def party_file(path: str | Path, numeric_scaling: str = "standard") -> PartyData:
     """A party's own file (deployment), with its schema sidecar if present, and its
-    encoder built from the public domain sidecar (:func:`domain_sidecar`) if present."""
+    encoder built from the public domain sidecar (:func:`domain_sidecar`) if present
+    (``mode`` fits its mixtures on the rows and leaves the sidecar unread)."""
     dataset, ids = load_party_file(path)
     sidecar = domain_sidecar(path)
-    domain = PublicDomain.load(sidecar) if sidecar.is_file() else None
+    domain = PublicDomain.load(sidecar) if sidecar.is_file() and numeric_scaling != "mode" else None
     return encode_block(
         dataset.frame.reset_index(drop=True), dataset.schema, ids, numeric_scaling, domain
     )

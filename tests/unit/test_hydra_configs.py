@@ -251,3 +251,17 @@ def test_steps_per_exchange_follow_the_runtime_unless_set(
 def test_runtime_steps_per_exchange_is_checked() -> None:
     with pytest.raises(ValueError, match=r"runtime\.steps_per_exchange must be a positive integer"):
         to_run_spec(_compose("config", ["runtime.steps_per_exchange=0"]), "out")
+
+
+def test_mode_scaling_is_the_vflgan_familys_and_needs_no_public_domain(tmp_path: Path) -> None:
+    spec = to_run_spec(_compose("config", ["dataset.numeric_scaling=mode"]), tmp_path / "a")
+    assert spec.data.numeric_scaling == "mode"
+    base = _compose("config", ["dataset.numeric_scaling=mode", "algorithm=vflgan_base"])
+    assert to_run_spec(base, tmp_path / "b").data.numeric_scaling == "mode"
+    for algorithm in ("vtgan", "ctgan", "gafm"):
+        config = _compose("config", [f"algorithm={algorithm}", "dataset.numeric_scaling=mode"])
+        with pytest.raises(ValueError, match=rf"algorithm={algorithm} encodes its own columns"):
+            to_run_spec(config, tmp_path / algorithm)
+    config = _compose("config", ["dataset.numeric_scaling=mode", "dp=end_to_end"])
+    with pytest.raises(ValueError, match=r"cannot be built from public metadata"):
+        to_run_spec(config, tmp_path / "e2e")

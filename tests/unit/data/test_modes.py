@@ -371,6 +371,15 @@ class TestValidation:
         with pytest.raises(ValueError, match=r"column 'sex' has 1 values not seen at fit.*'X'"):
             encoder.transform(frame, np.random.default_rng(0))
 
+    def test_without_rng_the_encoding_is_a_function_of_the_rows(self) -> None:
+        """The VFLGAN family's use: every process that encodes a party's rows agrees."""
+        frame, schema = bimodal_frame()
+        encoder = ModeSpecificEncoder(seed=3).fit(frame, schema)
+        first = encoder.transform(frame)
+        np.testing.assert_array_equal(first, encoder.transform(frame))
+        np.testing.assert_array_equal(first, encoder.transform(frame, np.random.default_rng(3)))
+        assert not encoder.public
+
     def test_rng_type(self) -> None:
         encoder = ModeSpecificEncoder().fit(*bimodal_frame())
         with pytest.raises(TypeError, match=r"rng must be a numpy\.random\.Generator, got int"):

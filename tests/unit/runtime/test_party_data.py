@@ -1,10 +1,14 @@
-"""Tests for the importance partition of flwr_vflgan.runtime.party_data.DataSpec."""
+"""Tests for flwr_vflgan.runtime.party_data.DataSpec: the importance partition, the
+numeric scalings."""
 
 from __future__ import annotations
 
 import pytest
 
+from flwr_vflgan.data.domain import resolve_domain
 from flwr_vflgan.runtime.party_data import DataSpec, party_block
+
+ADULT_DOMAIN = resolve_domain("adult").to_mapping()  # type: ignore[union-attr]
 
 
 def test_importance_split_is_checked_and_survives_json() -> None:
@@ -36,6 +40,16 @@ def test_importance_split_is_checked_and_survives_json() -> None:
         (
             {"partition": "by_name"},
             r"unknown partition 'by_name'; valid: \['even', 'explicit', 'random', 'importance'\]",
+        ),
+        (
+            {"numeric_scaling": "quantile"},
+            r"unknown numeric_scaling 'quantile'; valid: \['standard', 'minmax', 'mode'\]",
+        ),
+        (
+            {"numeric_scaling": "mode", "domain": ADULT_DOMAIN},
+            r"numeric_scaling='mode' fits a Gaussian mixture .* cannot be built from public "
+            r"metadata \(dataset\.domain, which dp=end_to_end needs\): use "
+            r"dataset\.numeric_scaling=standard",
         ),
     ],
 )
