@@ -409,29 +409,42 @@ def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
 
 
 # A party node killed mid-run on the first 640 Adult rows: 30 epochs of 12 steps in
-# blocks of 4, so the run goes on well after party 1's first checkpoint (step 12).
-REJOIN_OVERRIDES = NODE_OVERRIDES.replace("train.epochs=3", "train.epochs=30")
+# blocks of 4, so the run goes on well after party 1's first checkpoint (step 12). A
+# stock SuperNode starts a ClientApp process per message (about 3 s an exchange here),
+# so its run is 8 epochs: still 21 exchanges after that checkpoint.
+REJOIN_EPOCHS = {True: 30, False: 8}
 # The SuperLink reports a dead node unavailable once it misses its heartbeats (Flower:
 # 30 s interval, patience 2), then the run resumes: allow for that on top of the run.
 REJOIN_RUN_TIMEOUT = 420.0
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("party_nodes", [True, False], ids=["party-node", "stock-supernode"])
 def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
-    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path, party_nodes: bool
 ) -> None:
-    """Party 1's process is killed (SIGKILL) once a checkpoint is written and started
-    again with the same command; the run waits for it (runtime.rejoin_grace), every holder
-    resumes from the last checkpoint, and the table is the in-process run's, bit for bit."""
+    """Party 1's process (a ``flwr-vflgan-node``, or a stock ``flower-supernode`` with its
+    ClientApp) is killed (SIGKILL) once a checkpoint is written and started again with
+    the same command; the run waits for it (runtime.rejoin_grace), every holder resumes
+    from the last checkpoint, and the table is the in-process run's, bit for bit."""
     killed: list[bool] = []
 
     def kill_and_restart(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
         _wait_for_server_checkpoint(tmp_path)
-        _kill(processes, "party-node-1")
+        if party_nodes:
+            _kill(processes, "party-node-1")
+            killed.append(True)
+            processes.start("party-node-1-restarted", commands[1], env, cwd=tmp_path)
+            return
+        _kill(processes, "supernode-1")
         killed.append(True)
-        processes.start("party-node-1-restarted", commands[1], env, cwd=tmp_path)
+        # The same printed command; a fresh ClientAppIo port (the old one may linger).
+        args = _supernode_args(commands[1], free_ports(1)[0], tmp_path / "party-1-checkpoints")
+        processes.start("supernode-1-restarted", args, env, cwd=tmp_path)
 
-    deployment = _resumed_deployment(tmp_path, processes, adult_small, kill_and_restart)
+    deployment = _resumed_deployment(
+        tmp_path, processes, adult_small, kill_and_restart, party_nodes=party_nodes
+    )
     run_log = deployment.diagnostics()
     assert killed, "the party node was not killed"
     assert "waiting up to 180 s for it to rejoin" in run_log, run_log
@@ -442,12 +455,15 @@ def _resumed_deployment(
     processes: FlowerProcesses,
     adult_small: Path,
     fault: Callable[[str, list[list[str]], dict[str, str]], None],
+    party_nodes: bool = True,
 ) -> Deployment:
-    """Party nodes train REJOIN_OVERRIDES while ``fault(overrides, commands, env)`` runs
-    in a thread; the run must have resumed from a checkpoint and published the in-process
-    run's table, bit for bit."""
+    """Party nodes (or, without ``party_nodes``, stock SuperNodes) train the REJOIN_EPOCHS run
+    while ``fault(overrides, commands, env)`` runs in a thread; the run must have resumed
+    from a checkpoint and published the in-process run's table, bit for bit."""
     dataset = ("dataset=csv", f"dataset.source={adult_small}")
-    overrides = f"{' '.join(dataset)} {REJOIN_OVERRIDES}"
+    epochs = REJOIN_EPOCHS[party_nodes]
+    rejoin = NODE_OVERRIDES.replace("train.epochs=3", f"train.epochs={epochs}")
+    overrides = f"{' '.join(dataset)} {rejoin}"
     deployment = _deploy(
         tmp_path,
         processes,
@@ -455,12 +471,12 @@ def _resumed_deployment(
         run_overrides=overrides,
         checkpoints=[tmp_path / f"party-{i}-checkpoints" for i in range(2)],
         timeout=REJOIN_RUN_TIMEOUT,
-        party_nodes=True,
+        party_nodes=party_nodes,
         while_running=lambda commands, env: fault(overrides, commands, env),
     )
     try:
         metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
-        assert metrics["steps"] == 360 and metrics["resumed_from_step"] > 0, metrics
+        assert metrics["steps"] == 12 * epochs and metrics["resumed_from_step"] > 0, metrics
         _same_table_as_inprocess(deployment, overrides, tmp_path)
     except AssertionError as exc:
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
