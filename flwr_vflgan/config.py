@@ -82,6 +82,12 @@ class VFLGANConfig:
                 f"train.steps_per_exchange={k}: {self.variant.value} takes its steps per "
                 "exchange from gafm.steps_per_exchange; set train.steps_per_exchange=1"
             )
+        if self.train.generator_average is not None and (self.is_vtgan or self.is_gafm):
+            raise ValueError(
+                f"train.generator_average averages the VFLGAN family's generators "
+                f"(vflgan, vflgan_base, wgan_gp); {self.variant.value} does not use it: "
+                "remove it"
+            )
 
     @property
     def is_vtgan(self) -> bool:

@@ -300,7 +300,7 @@ def train_centralized(
             fd = evaluator.encoded_fd(np.split(rows, widths, axis=1))["fd"]
             record, improved = evaluations.add(epoch, step + 1, fd, time.monotonic() - started)
             if improved:
-                best = {k: v.clone() for k, v in model.generator.state_dict().items()}
+                best = {k: v.clone() for k, v in model.published.state_dict().items()}
             if progress is not None:
                 progress(
                     {**record, "best_fd": evaluations.best_fd, "total_steps": schedule.total_steps}
@@ -308,7 +308,7 @@ def train_centralized(
     use_best = evaluations.publishes_best(cfg.dp.enabled, cfg.dp.select_by_fd)
     if use_best:
         assert best is not None
-        model.generator.load_state_dict(best)
+        model.published.load_state_dict(best)
     rows = model.generate(spec.output.publish_rows or data.shape[0], 0).numpy()
     parts = [
         b.encoder.inverse_transform(x)

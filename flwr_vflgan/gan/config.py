@@ -140,6 +140,11 @@ class TrainConfig:
         0.72 (VFLGAN-base), VFLGAN's 0.87 -> 0.83 within its seed spread
         (docs/evaluation.md). ``False`` is
         Algorithm 1 as printed.
+    generator_average
+        Half-life, in epochs, of an exponential moving average of each generator's
+        parameters (Yazici et al., 2019), kept by its party; the average is what is
+        evaluated, kept as the best model and published. ``None`` (the default): the
+        trained generator itself, as the paper. Nothing new crosses the wire.
     eval_every
         Evaluate the Frechet distance every this many epochs (0 disables it).
     eval_rows
@@ -164,6 +169,7 @@ class TrainConfig:
     shared_d_weight: float = 1.0
     shared_g_weight: float = 1.0
     first_part_gp: bool = True
+    generator_average: float | None = None
     eval_every: int = 1
     eval_rows: int | None = None
     steps_per_exchange: int = 1
@@ -186,6 +192,8 @@ class TrainConfig:
             raise ValueError(f"eval_rows must be an integer > 1 or null, got {self.eval_rows!r}")
         if not is_int(self.eval_every) or self.eval_every < 0:
             raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
+        if self.generator_average is not None:
+            _check_positive("generator_average", self.generator_average)
         _check_positive("lr", self.lr)
         _check_positive("gp_weight", self.gp_weight)
         _check_positive("shared_d_weight", self.shared_d_weight)

@@ -24,6 +24,7 @@ from flwr_vflgan.gan.schedule import StepKind
 from flwr_vflgan.gan.vflgan import PartyTrainer, ServerTrainer, first_part_penalty
 from flwr_vflgan.nn.models import (
     LocalDiscriminator,
+    ParameterAverage,
     PartyGenerator,
     SharedDiscriminator,
     SpanLike,
@@ -148,6 +149,7 @@ class PlainVFLGAN:
         total.backward()
         for party in self.parties:
             party.g_opt.step()
+            party.generator_updated()
             party.discriminator.zero_grad(set_to_none=True)
         self.server.discriminator.zero_grad(set_to_none=True)
         return float(shared_loss.detach())
@@ -249,6 +251,18 @@ class CentralizedWGANGP:
         self.privacy = privacy
         self.d_update = discriminator_update(privacy, derive_seed(seed, Stream.DP_NOISE))
         self._row_loss = wgan_gp_row_loss(train.gp_weight)
+        self.average: ParameterAverage | None = None
+        if train.generator_average is not None:
+            g_steps_per_epoch = (data.shape[0] // train.batch_size) // train.n_critic
+            decay = ParameterAverage.decay_for(train.generator_average, g_steps_per_epoch)
+            self.average = ParameterAverage(self.generator, decay)
+
+    @property
+    def published(self) -> PartyGenerator:
+        """The generator that is evaluated and published (the average, if one is kept)."""
+        if self.average is not None:
+            return self.average.module  # type: ignore[return-value]
+        return self.generator
 
     def _fake(self, step: int, rows: int | None = None) -> torch.Tensor:
         batch = self.config.train.batch_size
@@ -280,11 +294,13 @@ class CentralizedWGANGP:
         self.g_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.g_opt.step()
+        if self.average is not None:
+            self.average.update(self.generator)
         self.critic.zero_grad(set_to_none=True)
         return float(loss.detach())
 
     def generate(self, n_rows: int, draw: int) -> torch.Tensor:
         """Encoded synthetic rows of the whole table for evaluation draw ``draw``."""
         z = latent_noise(self.seed, draw, n_rows, self.config.model.latent_dim, Stream.EVAL_NOISE)
-        with eval_mode(self.generator):
-            return self.generator(z, torch_generator(self.seed, Stream.EVAL_NOISE, draw))
+        with eval_mode(self.published):
+            return self.published(z, torch_generator(self.seed, Stream.EVAL_NOISE, draw))

@@ -28,6 +28,7 @@ from flwr_vflgan.gan.losses import critic_loss, generator_loss, gradient_penalty
 from flwr_vflgan.gan.schedule import StepKind
 from flwr_vflgan.nn.models import (
     LocalDiscriminator,
+    ParameterAverage,
     PartyGenerator,
     SharedDiscriminator,
     SpanLike,
@@ -137,7 +138,14 @@ class PartyTrainer:
         self.d_opt = torch.optim.Adam(
             self.discriminator.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )
-        self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
+        modules: list[torch.nn.Module] = [self.generator, self.discriminator]
+        self.average: ParameterAverage | None = None
+        if train.generator_average is not None:
+            g_steps_per_epoch = (data.shape[0] // train.batch_size) // train.n_critic
+            decay = ParameterAverage.decay_for(train.generator_average, g_steps_per_epoch)
+            self.average = ParameterAverage(self.generator, decay)
+            modules.append(self.average.module)
+        self.state = FlatState(modules, [self.g_opt, self.d_opt])
         self.privacy = privacy
         if noise_seed is None:
             noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
@@ -271,8 +279,22 @@ class PartyTrainer:
         self.g_opt.zero_grad(set_to_none=True)
         (local + surrogate).backward()
         self.g_opt.step()
+        self.generator_updated()
         self.discriminator.zero_grad(set_to_none=True)
         return float(local.detach())
+
+    def generator_updated(self) -> None:
+        """After each generator step: move the generator's average, if one is kept."""
+        if self.average is not None:
+            self.average.update(self.generator)
+
+    @property
+    def published(self) -> PartyGenerator:
+        """The generator that is evaluated, kept as the best and published: the average
+        when ``train.generator_average`` is set, else the trained one."""
+        if self.average is not None:
+            return self.average.module  # type: ignore[return-value]
+        return self.generator
 
     # -- sampling ------------------------------------------------------------------------
     def generate(self, n_rows: int, draw: int) -> torch.Tensor:
@@ -284,19 +306,19 @@ class PartyTrainer:
         z = latent_noise(
             self.shared_seed, draw, n_rows, self.config.model.latent_dim, Stream.EVAL_NOISE
         )
-        with eval_mode(self.generator):
-            return self.generator.sample(
-                z, torch_generator(self.private_seed, Stream.EVAL_NOISE, draw)
-            )
+        published = self.published
+        with eval_mode(published):
+            return published.sample(z, torch_generator(self.private_seed, Stream.EVAL_NOISE, draw))
 
     def generator_snapshot(self) -> np.ndarray:
-        """Generator parameters and buffers as one float32 vector (for best-model keeping)."""
-        tensors = [*self.generator.parameters(), *self.generator.buffers()]
+        """The published generator's parameters and buffers as one float32 vector (for
+        best-model keeping)."""
+        tensors = [*self.published.parameters(), *self.published.buffers()]
         return torch.cat([t.detach().reshape(-1).float() for t in tensors]).numpy().copy()
 
     def load_generator_snapshot(self, values: np.ndarray) -> None:
         """Inverse of :meth:`generator_snapshot`."""
-        tensors = [t for t in [*self.generator.parameters(), *self.generator.buffers()]]
+        tensors = [t for t in [*self.published.parameters(), *self.published.buffers()]]
         expected = sum(t.numel() for t in tensors)
         if values.shape != (expected,):
             raise ValueError(f"generator snapshot must have {expected} values, got {values.shape}")

@@ -7,10 +7,12 @@
   intermediate feature ``f_i`` sent to the server, and (VFLGAN, not VFLGAN-base) a
   local second part ``D_i^2`` that scores ``f_i``.
 * :class:`SharedDiscriminator` is ``D_s`` on the server, over the concatenated features.
+* :class:`ParameterAverage` keeps an exponential moving average of a generator.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
@@ -252,6 +254,45 @@ class SharedDiscriminator(nn.Module):
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """Critic score of each row of concatenated features."""
         return self.net(features)
+
+
+class ParameterAverage:
+    """An exponential moving average of a module's parameters (the averaged generator of
+    Yazici et al., ICLR 2019): after each update of the source,
+    ``average = decay * average + (1 - decay) * source``; buffers (BatchNorm's running
+    statistics) are copied from the source. The average starts as a copy of the source.
+
+    Parameters
+    ----------
+    source
+        The module being trained.
+    decay
+        In ``(0, 1)``.
+    """
+
+    def __init__(self, source: nn.Module, decay: float) -> None:
+        if not 0 < decay < 1:
+            raise ValueError(f"decay must be in (0, 1), got {decay!r}")
+        self.decay = float(decay)
+        self.module = copy.deepcopy(source)
+        self.module.requires_grad_(False)
+
+    @staticmethod
+    def decay_for(half_life: float, updates_per_half_life_unit: int) -> float:
+        """The decay whose weights halve every ``half_life`` units of
+        ``updates_per_half_life_unit`` updates each (at least one update)."""
+        updates = max(half_life * updates_per_half_life_unit, 1.0)
+        return float(0.5 ** (1.0 / updates))
+
+    def update(self, source: nn.Module) -> None:
+        """Move the average towards ``source`` (call after each optimizer step)."""
+        with torch.no_grad():
+            mine: list[torch.Tensor] = list(self.module.parameters())
+            theirs: list[torch.Tensor] = list(source.parameters())
+            torch._foreach_mul_(mine, self.decay)
+            torch._foreach_add_(mine, theirs, alpha=1.0 - self.decay)
+            for b_mine, b_theirs in zip(self.module.buffers(), source.buffers(), strict=True):
+                b_mine.copy_(b_theirs)
 
 
 @contextmanager

@@ -95,15 +95,15 @@ def test_same_seed_same_table_and_another_seed_another(adult_small: Path) -> Non
     assert not first.synthetic.equals(other.synthetic)
 
 
-@pytest.mark.parametrize("k", [1, 5])
+@pytest.mark.parametrize(("k", "average"), [(1, None), (5, None), (1, 0.5)])
 def test_interrupted_run_resumes_to_the_same_result(
-    adult_small: Path, tmp_path: Path, k: int
+    adult_small: Path, tmp_path: Path, k: int, average: float | None
 ) -> None:
-    """Also with 5 steps per exchange: an epoch of 12 steps is blocks of 5, 5 and 2."""
+    """Also with 5 steps per exchange (an epoch of 12 steps is blocks of 5, 5 and 2), and
+    with averaged generators (the average is part of each party's checkpoint)."""
     spec = DataSpec(source=str(adult_small), n_parties=2)
-    config = VFLGANConfig.from_dict(
-        {"train": {"epochs": 4, "eval_rows": 200, "steps_per_exchange": k}}
-    )
+    train = {"epochs": 4, "eval_rows": 200, "steps_per_exchange": k}
+    config = VFLGANConfig.from_dict({"train": {**train, "generator_average": average}})
     reference, _, _ = _run(spec, config, publish_rows=150)
 
     ckpt = tmp_path / "ckpt"
@@ -118,13 +118,18 @@ def test_interrupted_run_resumes_to_the_same_result(
     assert resumed.best_epoch == reference.best_epoch
 
 
-def test_training_on_the_grid_matches_the_plain_loop(adult_small: Path) -> None:
-    """The Flower path (messages, state saved and restored every message) does the plain math."""
+@pytest.mark.parametrize("average", [None, 0.5])
+def test_training_on_the_grid_matches_the_plain_loop(
+    adult_small: Path, average: float | None
+) -> None:
+    """The Flower path (messages, state saved and restored every message) does the plain
+    math, the generators' averages (train.generator_average) included."""
     from flwr_vflgan.gan.plain import PlainVFLGAN
     from flwr_vflgan.gan.schedule import Schedule
 
     spec = DataSpec(source=str(adult_small), n_parties=2)
-    config = VFLGANConfig.from_dict({"train": {"epochs": 1, "max_steps": 12, "eval_every": 0}})
+    train = {"epochs": 1, "max_steps": 12, "eval_every": 0, "generator_average": average}
+    config = VFLGANConfig.from_dict({"train": train})
     blocks = all_blocks(spec)
     grid = _grid(2)
     VFLGANStrategy(config, n_parties=2, seed=5, data_spec=spec).start(grid)
@@ -137,6 +142,14 @@ def test_training_on_the_grid_matches_the_plain_loop(adult_small: Path) -> None:
     for index, node in enumerate(sorted(grid.get_node_ids())):
         saved = np.frombuffer(grid.context(node).state["vflgan.flat"]["float32"], dtype=np.float32)
         np.testing.assert_array_equal(saved, plain.parties[index].state.to_numpy())
+    if average is not None:  # the average moved, and is not the generator
+        party = plain.parties[0]
+        assert party.average is not None and party.published is party.average.module
+        moved = [
+            not torch.equal(a, g)
+            for a, g in zip(party.published.parameters(), party.generator.parameters(), strict=True)
+        ]
+        assert all(moved)
 
 
 def test_wgan_gp_reference_trains_on_the_concatenated_table(

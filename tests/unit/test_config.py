@@ -100,6 +100,8 @@ def test_train_config_rejects_non_positive_counts(name, value):
         ({"betas": (0.5, 0.9, 0.99)}, r"betas must be two numbers in \[0, 1\)"),
         ({"betas": (0.5, 1.0)}, r"betas must be two numbers in \[0, 1\), got \(0\.5, 1\.0\)"),
         ({"betas": (-0.1, 0.9)}, r"betas must be two numbers in \[0, 1\)"),
+        ({"generator_average": 0.0}, r"generator_average must be > 0, got 0\.0"),
+        ({"generator_average": -1}, r"generator_average must be > 0, got -1"),
     ],
 )
 def test_train_config_rejects(overrides, message):
@@ -225,3 +227,11 @@ def test_steps_per_exchange_defaults_to_algorithm_1():
     assert TrainConfig().steps_per_exchange == 1
     config = VFLGANConfig.from_dict({"variant": "vflgan_base", "train": {"steps_per_exchange": 16}})
     assert config.train.steps_per_exchange == 16
+
+
+@pytest.mark.parametrize("variant", ["vtgan", "ctgan", "gafm"])
+def test_generator_average_is_the_vflgan_familys(variant):
+    with pytest.raises(ValueError, match=rf"{variant} does not use it: remove it"):
+        VFLGANConfig.from_dict({"variant": variant, "train": {"generator_average": 1.0}})
+    config = VFLGANConfig.from_dict({"variant": "vflgan", "train": {"generator_average": 1.0}})
+    assert config.train.generator_average == 1.0

@@ -362,3 +362,33 @@ def test_sampling_refuses_an_unknown_activation_as_forward_does() -> None:
     generator.spans = [_RawSpan(0, 2, "relu")]
     with eval_mode(generator), pytest.raises(ValueError, match="unknown activation 'relu'"):
         generator.sample(torch.zeros(3, 4), None)
+
+
+def test_parameter_average_by_hand() -> None:
+    """average <- d * average + (1 - d) * source after each update; buffers copied."""
+    from flwr_vflgan.nn.models import ParameterAverage
+
+    source = nn.Sequential(nn.Linear(2, 1), nn.BatchNorm1d(1))
+    average = ParameterAverage(source, 0.75)
+    start = [p.detach().clone() for p in source.parameters()]
+    assert all(not p.requires_grad for p in average.module.parameters())
+    with torch.no_grad():
+        for p in source.parameters():
+            p.add_(1.0)
+        source[1].running_mean.fill_(3.0)
+    average.update(source)
+    for a, p0 in zip(average.module.parameters(), start, strict=True):
+        torch.testing.assert_close(a, 0.75 * p0 + 0.25 * (p0 + 1.0))
+    assert average.module[1].running_mean.item() == 3.0
+    assert not torch.equal(average.module[0].weight, source[0].weight)  # a copy, not a view
+
+
+def test_parameter_average_decay_halves_the_weight_every_half_life() -> None:
+    from flwr_vflgan.nn.models import ParameterAverage
+
+    decay = ParameterAverage.decay_for(2.0, 10)  # 20 updates
+    assert decay**20 == pytest.approx(0.5)
+    assert ParameterAverage.decay_for(0.01, 3) == 0.5  # at least one update
+    for bad in (0.0, 1.0, -0.5):
+        with pytest.raises(ValueError, match=r"decay must be in \(0, 1\)"):
+            ParameterAverage(nn.Linear(1, 1), bad)
