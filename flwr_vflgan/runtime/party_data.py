@@ -46,7 +46,7 @@ from flwr_vflgan.data.modes import ModeSpecificEncoder
 logger = logging.getLogger(__name__)
 
 _PARTITIONS = ("even", "explicit", "random", "importance")
-NumericScaling = Literal["standard", "minmax", "mode"]
+PartyScaling = Literal["standard", "minmax", "mode"]
 SCALINGS: tuple[str, ...] = ("standard", "minmax", "mode")
 """``dataset.numeric_scaling``: paper 000's standardisation, [-1, 1] for images, or CTGAN's
 mode-specific normalisation (:class:`~flwr_vflgan.data.modes.ModeSpecificEncoder`)."""
@@ -105,7 +105,7 @@ class DataSpec:
     partition: Literal["even", "explicit", "random", "importance"] = "even"
     columns: tuple[tuple[str, ...], ...] | None = None
     partition_seed: int | None = None
-    numeric_scaling: NumericScaling = "standard"
+    numeric_scaling: PartyScaling = "standard"
     data_dir: str | None = None
     declared: Mapping[str, str] = field(default_factory=dict)
     label: str | None = None

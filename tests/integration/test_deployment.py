@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -413,6 +414,9 @@ def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
 # stock SuperNode starts a ClientApp process per message (about 3 s an exchange here),
 # so its run is 8 epochs: still 21 exchanges after that checkpoint.
 REJOIN_EPOCHS = {True: 30, False: 8}
+# The SuperLink reports a silent node unavailable after two missed 30 s heartbeats; a node
+# restarted later than that finds the run waiting for it.
+SETUP_RESTART_DELAY = 75.0
 # The SuperLink reports a dead node unavailable once it misses its heartbeats (Flower:
 # 30 s interval, patience 2), then the run resumes: allow for that on top of the run.
 REJOIN_RUN_TIMEOUT = 420.0
@@ -448,6 +452,55 @@ def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
     run_log = deployment.diagnostics()
     assert killed, "the party node was not killed"
     assert "waiting up to 180 s for it to rejoin" in run_log, run_log
+
+
+@pytest.mark.slow
+def test_a_party_node_lost_at_setup_rejoins_and_the_table_is_unchanged(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """Party 1's node is killed (SIGKILL) as the run is launched, while the SuperLink still
+    lists it: the setup sent to it is never answered, the ServerApp finds it unavailable
+    at setup and waits; the node started again with the same command (after the
+    SuperLink's heartbeat window, so the run never sees three nodes) is set up from the
+    start, and the table is the in-process run's, bit for bit."""
+    restarted: list[bool] = []
+
+    def kill_then_restart(commands: list[list[str]], env: dict[str, str]) -> None:
+        # Registered (so the SuperLink lists it), and killed before the ServerApp, which
+        # takes seconds to start, sends its setup.
+        node_log, deadline = processes.log_dir / "party-node-1.log", time.monotonic() + 60
+        while time.monotonic() < deadline and "registered with the SuperLink" not in (
+            node_log.read_text(errors="replace") if node_log.exists() else ""
+        ):
+            time.sleep(0.05)
+        _kill(processes, "party-node-1")
+        time.sleep(SETUP_RESTART_DELAY)
+        processes.start("party-node-1-restarted", commands[1], env, cwd=tmp_path)
+        restarted.append(True)
+
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = f"{' '.join(dataset)} {NODE_OVERRIDES}"
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=[tmp_path / f"party-{i}-checkpoints" for i in range(2)],
+        timeout=REJOIN_RUN_TIMEOUT,
+        party_nodes=True,
+        while_running=kill_then_restart,
+    )
+    run_log = deployment.diagnostics()
+    try:
+        assert restarted, "the party node was not restarted"
+        # Named by its node id: a party's index is known once its setup reply arrives.
+        assert re.search(r"setup: node \d+ is unavailable", run_log), run_log
+        assert "waiting up to 180 s for it to rejoin" in run_log, run_log
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        assert metrics["steps"] == 36 and not metrics["resumed_from_step"], metrics
+        _same_table_as_inprocess(deployment, overrides, tmp_path)
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{run_log}") from None
 
 
 def _resumed_deployment(
