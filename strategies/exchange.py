@@ -110,21 +110,27 @@ def exchange(
 def wait_for_nodes(grid: Grid, n_nodes: int, timeout: float) -> list[int]:
     """The sorted ids of exactly ``n_nodes`` connected nodes, waiting up to ``timeout`` s.
 
+    Too many nodes are waited on as well: a node restarted shortly before the run is
+    listed beside its dead predecessor until the SuperLink drops that one (after two
+    missed heartbeats, about a minute).
+
     Raises
     ------
     RunStopped
-        More nodes are connected than the run has parties, or too few within the timeout.
+        Too few, or too many, nodes connected when the timeout passes.
     """
     deadline = time.monotonic() + timeout
     while True:
         nodes = sorted(grid.get_node_ids())
-        if len(nodes) >= n_nodes:
-            if len(nodes) > n_nodes:
-                raise RunStopped(
-                    f"{len(nodes)} nodes are connected but the run has {n_nodes} parties"
-                )
+        if len(nodes) == n_nodes:
             return nodes
         if time.monotonic() > deadline:
+            if len(nodes) > n_nodes:
+                raise RunStopped(
+                    f"{len(nodes)} nodes were still connected after {timeout:.0f} s but the "
+                    f"run has {n_nodes} parties: stop the extra nodes (a node restarted "
+                    "shortly before is listed beside its dead predecessor for about a minute)"
+                )
             raise RunStopped(
                 f"only {len(nodes)} of {n_nodes} nodes connected within {timeout:.0f} s"
             )

@@ -82,3 +82,38 @@ def test_an_unavailable_node_is_a_lost_party() -> None:
 def test_two_messages_for_one_node_are_refused() -> None:
     with pytest.raises(ValueError, match="more than one message for a node in one exchange"):
         exchange(_Grid(), _messages(1, 1))
+
+
+class _Nodes:
+    """A grid whose connected nodes change over time, one list per call (the last repeats)."""
+
+    def __init__(self, *lists: list[int]) -> None:
+        self.lists = list(lists)
+
+    def get_node_ids(self) -> list[int]:
+        return self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
+
+
+def test_wait_for_nodes_waits_out_a_dead_node_the_superlink_still_lists() -> None:
+    """A node restarted just before the run is listed beside its dead predecessor until
+    the SuperLink drops it: the run waits for the count to be right."""
+    from flwr_vflgan.strategies.exchange import wait_for_nodes
+
+    grid = _Nodes([7], [7, 8, 9], [7, 8, 9], [9, 7])
+    assert wait_for_nodes(grid, 2, timeout=5.0) == [7, 9]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "message"),
+    [
+        ([1, 2, 3], r"3 nodes were still connected after 0 s but the run has 2 parties: stop"),
+        ([1], r"only 1 of 2 nodes connected within 0 s"),
+    ],
+)
+def test_wait_for_nodes_stops_at_its_timeout_with_too_many_or_too_few(nodes, message) -> None:
+    from flwr_vflgan.strategies.exchange import wait_for_nodes
+
+    started = time.monotonic()
+    with pytest.raises(RunStopped, match=message):
+        wait_for_nodes(_Nodes(nodes), 2, timeout=0.3)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 2.0
