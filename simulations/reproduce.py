@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -111,7 +114,12 @@ def main(cfg: DictConfig) -> None:
         for spec in specs:
             results.append((spec, _announce(spec, run_one(spec))))
     else:
-        with ProcessPoolExecutor(rc.jobs, mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(
+            rc.jobs,
+            mp_context=get_context("spawn"),
+            initializer=follow_parent,
+            initargs=(os.getpid(),),
+        ) as pool:
             for spec, metrics in zip(specs, pool.map(run_one, specs), strict=True):
                 results.append((spec, _announce(spec, metrics)))
     for family in families_of(rc.algorithms):
@@ -125,6 +133,23 @@ def main(cfg: DictConfig) -> None:
         if made:
             text, table = reproduction.write(made, rc)
             _write_table(Path(rc.out_dir), reproduction.TABLE, text, table)
+
+
+def follow_parent(parent: int, poll: float = 0.5) -> None:
+    """Pool initializer: end this worker once the process that started it is gone.
+
+    Killed with SIGTERM or SIGKILL, the reproduce process cannot stop its workers, which
+    would train on, unseen, into run directories a rerun then shares. A worker that
+    exits here publishes nothing (its run directory's lock goes with it); the rerun
+    resumes its run from the checkpoints.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="follow-parent", daemon=True).start()
 
 
 def _write_table(out: Path, name: str, text: str, table: dict[str, Any]) -> None:

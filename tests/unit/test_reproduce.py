@@ -309,3 +309,51 @@ def test_bad_vtgan_grids() -> None:
         ReproduceConfig(vtgan_epochs={"adult": 0})
     with pytest.raises(ValueError, match=r"reproduce\.algorithms \['vtgan'\] have no DP rows"):
         ReproduceConfig(algorithms=("vtgan",), non_dp=False, dp_epsilons=(10.0,))
+
+
+_WORKER = """
+import os, time
+from flwr_vflgan.simulations.reproduce import follow_parent
+follow_parent(os.getppid(), poll=0.05)
+print("ready", flush=True)
+time.sleep(120)
+"""
+_PARENT = """
+import subprocess, sys
+worker = subprocess.Popen([sys.executable, "-c", sys.argv[1]])
+print(worker.pid, flush=True)
+worker.wait()
+"""
+
+
+def test_a_worker_ends_once_the_process_that_started_it_is_killed() -> None:
+    """reproduce.jobs > 1: SIGKILL (or SIGTERM) of the reproduce process used to leave its
+    workers training into the run directories; a worker now follows its parent out."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from flwr_vflgan.simulations.flower_processes import process_table
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, _WORKER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        worker = int(parent.stdout.readline())
+        assert parent.stdout.readline().strip() == "ready"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            info = process_table().get(worker)
+            if info is None or info.state.startswith("Z"):
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(worker, signal.SIGKILL)
+            pytest.fail("the worker outlived its parent by 10 s")
+    finally:
+        parent.kill()
