@@ -415,7 +415,7 @@ def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
 # so its run is 8 epochs: still 21 exchanges after that checkpoint.
 REJOIN_EPOCHS = {True: 30, False: 8}
 # The SuperLink reports a silent node unavailable after two missed 30 s heartbeats; a node
-# restarted later than that finds the run waiting for it.
+# restarted later than that finds the run waiting for it at setup.
 SETUP_RESTART_DELAY = 75.0
 # The SuperLink reports a dead node unavailable once it misses its heartbeats (Flower:
 # 30 s interval, patience 2), then the run resumes: allow for that on top of the run.
@@ -427,10 +427,10 @@ REJOIN_RUN_TIMEOUT = 420.0
 def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
     tmp_path: Path, processes: FlowerProcesses, adult_small: Path, party_nodes: bool
 ) -> None:
-    """Party 1's process (a ``flwr-vflgan-node``, or a stock ``flower-supernode`` with its
-    ClientApp) is killed (SIGKILL) once a checkpoint is written and started again with
-    the same command; the run waits for it (runtime.rejoin_grace), every holder resumes
-    from the last checkpoint, and the table is the in-process run's, bit for bit."""
+    """Party 1's process (a ``flwr-vflgan-node``, or a stock ``flower-supernode``) is
+    killed (SIGKILL) once a checkpoint is written and started again with the same
+    command; the run waits for it (runtime.rejoin_grace), every holder resumes from the
+    last checkpoint, and the table is the in-process run's, bit for bit."""
     killed: list[bool] = []
 
     def kill_and_restart(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
@@ -460,9 +460,10 @@ def test_a_party_node_lost_at_setup_rejoins_and_the_table_is_unchanged(
 ) -> None:
     """Party 1's node is killed (SIGKILL) as the run is launched, while the SuperLink still
     lists it: the setup sent to it is never answered, the ServerApp finds it unavailable
-    at setup and waits; the node started again with the same command (after the
-    SuperLink's heartbeat window, so the run never sees three nodes) is set up from the
-    start, and the table is the in-process run's, bit for bit."""
+    at setup and waits; the node started again with the same command is set up from the
+    start, and the table is the in-process run's, bit for bit. The restart comes after the
+    SuperLink's heartbeat window: a node back sooner would be waited for at the run's
+    start (wait_for_nodes), and nothing would be lost at setup."""
     restarted: list[bool] = []
 
     def kill_then_restart(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
