@@ -21,10 +21,14 @@ from torch import nn
 
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
 from flwr_vflgan.gan.schedule import StepKind
-from flwr_vflgan.gan.vflgan import PartyTrainer, ServerTrainer, first_part_penalty
+from flwr_vflgan.gan.vflgan import (
+    PartyTrainer,
+    ServerTrainer,
+    first_part_penalty,
+    generator_average,
+)
 from flwr_vflgan.nn.models import (
     LocalDiscriminator,
-    ParameterAverage,
     PartyGenerator,
     SharedDiscriminator,
     SpanLike,
@@ -251,11 +255,7 @@ class CentralizedWGANGP:
         self.privacy = privacy
         self.d_update = discriminator_update(privacy, derive_seed(seed, Stream.DP_NOISE))
         self._row_loss = wgan_gp_row_loss(train.gp_weight)
-        self.average: ParameterAverage | None = None
-        if train.generator_average is not None:
-            g_steps_per_epoch = (data.shape[0] // train.batch_size) // train.n_critic
-            decay = ParameterAverage.decay_for(train.generator_average, g_steps_per_epoch)
-            self.average = ParameterAverage(self.generator, decay)
+        self.average = generator_average(self.generator, train, data.shape[0])
 
     @property
     def published(self) -> PartyGenerator:

@@ -50,7 +50,7 @@ from flwr_vflgan.runtime.rng import (
     uniform_alpha,
 )
 
-from .config import GANSettings
+from .config import GANSettings, TrainConfig
 
 
 def first_part_penalty(
@@ -60,6 +60,19 @@ def first_part_penalty(
     return gradient_penalty(
         lambda x: discriminator.features(x).sum(dim=1, keepdim=True), real, fake, alpha
     )
+
+
+def generator_average(
+    generator: torch.nn.Module, train: TrainConfig, n_rows: int
+) -> ParameterAverage | None:
+    """The average of ``generator`` that ``train.generator_average`` asks for (its
+    half-life in epochs of ``(n_rows // batch_size) // n_critic`` generator steps), or
+    ``None``."""
+    if train.generator_average is None:
+        return None
+    g_steps_per_epoch = (n_rows // train.batch_size) // train.n_critic
+    decay = ParameterAverage.decay_for(train.generator_average, g_steps_per_epoch)
+    return ParameterAverage(generator, decay)
 
 
 def local_seed(shared_seed: int, party: int) -> int:
@@ -139,11 +152,8 @@ class PartyTrainer:
             self.discriminator.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )
         modules: list[torch.nn.Module] = [self.generator, self.discriminator]
-        self.average: ParameterAverage | None = None
-        if train.generator_average is not None:
-            g_steps_per_epoch = (data.shape[0] // train.batch_size) // train.n_critic
-            decay = ParameterAverage.decay_for(train.generator_average, g_steps_per_epoch)
-            self.average = ParameterAverage(self.generator, decay)
+        self.average = generator_average(self.generator, train, data.shape[0])
+        if self.average is not None:
             modules.append(self.average.module)
         self.state = FlatState(modules, [self.g_opt, self.d_opt])
         self.privacy = privacy
