@@ -17,7 +17,8 @@ from typing import Any
 from flwr_vflgan.checked import build_checked
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.gan.config import ModelConfig, TrainConfig
-from flwr_vflgan.privacy.config import DPConfig
+from flwr_vflgan.marginals.config import MarginalSettings
+from flwr_vflgan.privacy.config import DPConfig, Mechanism
 from flwr_vflgan.vtgan.config import VTGANSettings
 
 __all__ = ["ModelConfig", "TrainConfig", "VFLGANConfig", "Variant", "parse_variant"]
@@ -45,6 +46,11 @@ class Variant(StrEnum):
     """Split learning with Max Norm's gradient noise (paper 002's baseline)."""
     MARVELL = "marvell"
     """Split learning with Marvell's gradient noise (paper 002's baseline)."""
+    AIM = "aim"
+    """AIM (McKenna et al. 2022): centralized DP synthesis from noisy marginals."""
+    MST = "mst"
+    """MST (McKenna, Miklau and Sheldon 2021): centralized DP synthesis from a tree of
+    noisy two-way marginals."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,8 @@ class VFLGANConfig:
     gafm: GAFMSettings = field(default_factory=GAFMSettings)
     """Split classification's settings (used by ``gafm``, ``splitnn``, ``maxnorm`` and
     ``marvell`` only)."""
+    marginals: MarginalSettings = field(default_factory=MarginalSettings)
+    """The marginal baselines' settings (used by ``aim`` and ``mst`` only)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.variant, Variant):
@@ -71,6 +79,9 @@ class VFLGANConfig:
             object.__setattr__(self, "vtgan", VTGANSettings.from_dict(self.vtgan))
         if isinstance(self.gafm, dict):
             object.__setattr__(self, "gafm", GAFMSettings.from_dict(self.gafm))
+        if isinstance(self.marginals, dict):
+            object.__setattr__(self, "marginals", MarginalSettings.from_dict(self.marginals))
+        self._check_marginal()
         k = self.train.steps_per_exchange
         if k != 1 and self.variant is Variant.CTGAN:
             raise ValueError(
@@ -82,12 +93,29 @@ class VFLGANConfig:
                 f"train.steps_per_exchange={k}: {self.variant.value} takes its steps per "
                 "exchange from gafm.steps_per_exchange; set train.steps_per_exchange=1"
             )
-        if self.train.generator_average is not None and (self.is_vtgan or self.is_gafm):
+        if self.train.generator_average is not None and not self.is_vflgan_family:
             raise ValueError(
                 f"train.generator_average averages the VFLGAN family's generators "
                 f"(vflgan, vflgan_base, wgan_gp); {self.variant.value} does not use it: "
                 "remove it"
             )
+
+    def _check_marginal(self) -> None:
+        if self.is_marginal and self.dp.mechanism is not Mechanism.END_TO_END:
+            raise ValueError(
+                f"algorithm={self.variant.value} is differentially private by construction "
+                "and needs a budget: add dp=end_to_end dp.target_epsilon=<epsilon>"
+            )
+
+    @property
+    def is_marginal(self) -> bool:
+        """Whether this is a marginal-based DP baseline (AIM or MST)."""
+        return self.variant in (Variant.AIM, Variant.MST)
+
+    @property
+    def is_vflgan_family(self) -> bool:
+        """Whether this is VFLGAN, VFLGAN-base or the centralized WGAN-GP."""
+        return self.variant in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP)
 
     @property
     def is_vtgan(self) -> bool:
@@ -111,6 +139,7 @@ class VFLGANConfig:
         out["dp"] = self.dp.to_dict()
         out["vtgan"] = self.vtgan.to_dict()
         out["gafm"] = self.gafm.to_dict()
+        out["marginals"] = self.marginals.to_dict()
         return out
 
     @classmethod
@@ -122,14 +151,21 @@ class VFLGANConfig:
         dp = DPConfig.from_dict(dict(data.pop("dp", {}) or {}))
         vtgan = VTGANSettings.from_dict(dict(data.pop("vtgan", {}) or {}))
         gafm = GAFMSettings.from_dict(dict(data.pop("gafm", {}) or {}))
+        marginals = MarginalSettings.from_dict(dict(data.pop("marginals", {}) or {}))
         variant = data.pop("variant", Variant.VFLGAN.value)
         if data:
             raise ValueError(
                 f"unknown VFLGAN config keys {sorted(data)}; valid: "
-                "['dp', 'gafm', 'model', 'train', 'variant', 'vtgan']"
+                "['dp', 'gafm', 'marginals', 'model', 'train', 'variant', 'vtgan']"
             )
         return cls(
-            variant=parse_variant(variant), model=model, train=train, dp=dp, vtgan=vtgan, gafm=gafm
+            variant=parse_variant(variant),
+            model=model,
+            train=train,
+            dp=dp,
+            vtgan=vtgan,
+            gafm=gafm,
+            marginals=marginals,
         )
 
 

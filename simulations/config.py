@@ -18,6 +18,7 @@ from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig, 
 from flwr_vflgan.data.domain import PublicDomain, required_domain, resolve_domain
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.gafm.config import GAFMSettings
+from flwr_vflgan.marginals.config import MarginalSettings
 from flwr_vflgan.privacy import DPConfig, Mechanism
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.strategies.exchange import DEFAULT_POLL_INTERVAL
@@ -229,6 +230,7 @@ def base_node() -> dict[str, Any]:
         "dp": DPConfig().to_dict(),
         "vtgan": VTGANSettings().to_dict(),
         "gafm": {**GAFMSettings().to_dict(), "steps_per_exchange": None},
+        "marginals": MarginalSettings().to_dict(),
         # Missing here: each dataset/*.yaml names its table, and dataset=csv must be given
         # one (OmegaConf keeps an existing value when '???' is merged over it).
         "dataset": {**plain(DatasetConfig()), "source": "???"},
@@ -524,6 +526,7 @@ def _algorithm(cfg: DictConfig, runtime: RuntimeConfig) -> VFLGANConfig:
         dp=DPConfig(**_section(cfg, "dp", DPConfig)),
         vtgan=VTGANSettings(**_section(cfg, "vtgan", VTGANSettings)),
         gafm=GAFMSettings(**gafm),
+        marginals=MarginalSettings(**_section(cfg, "marginals", MarginalSettings)),
     )
 
 
@@ -561,9 +564,9 @@ def _public_domain(dataset: DatasetConfig, algorithm: VFLGANConfig) -> PublicDom
     domain = resolve_domain(dataset.domain)
     if algorithm.dp.mechanism is not Mechanism.END_TO_END:
         return domain
-    if algorithm.variant not in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP):
+    if not (algorithm.is_vflgan_family or algorithm.is_marginal):
         raise ValueError(
-            f"dp=end_to_end is for vflgan, vflgan_base and wgan_gp; algorithm="
+            f"dp=end_to_end is for vflgan, vflgan_base, wgan_gp, aim and mst; algorithm="
             f"{algorithm.variant.value} fits its encoders' modes on the rows (use dp=dpsgd)"
         )
     return required_domain(domain, dataset.source)

@@ -2,7 +2,8 @@
 
 A family is the algorithms that share one protocol (one strategy, one party client, one
 kind of output): the VFLGAN family (VFLGAN, VFLGAN-base, the centralized WGAN-GP), VT-GAN
-(with its centralized CTGAN baseline) and split classification (GAFM and its baselines).
+(with its centralized CTGAN baseline), split classification (GAFM and its baselines) and
+the centralized DP marginal baselines (AIM, MST).
 Its entry names, as ``"package.module:attribute"`` strings imported on first use, what it
 plugs into each command:
 
@@ -131,6 +132,14 @@ FAMILIES: tuple[Family, ...] = (
         run="flwr_vflgan.simulations.gafm_pipeline:run_gafm",
         bench="flwr_vflgan.simulations.bench_gafm:measure",
         reproduce="flwr_vflgan.simulations.reproduce_gafm",
+    ),
+    Family(
+        "marginals",
+        (Variant.AIM, Variant.MST),
+        run="flwr_vflgan.simulations.pipeline:run_gan",
+        bench="flwr_vflgan.simulations.bench_marginals:measure",
+        # Their DP rows join paper 000's Table 1 beside the DP GANs.
+        reproduce="flwr_vflgan.simulations.reproduce_vflgan",
     ),
 )
 """Every family of the project, in the order reproduction tables are written."""

@@ -32,7 +32,7 @@ from flwr_vflgan.gan.plain import CentralizedWGANGP
 from flwr_vflgan.gan.schedule import Evaluations, Schedule, budget_schedule
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
 from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
-from flwr_vflgan.privacy.guarantee import describe_guarantee
+from flwr_vflgan.privacy.guarantee import describe_guarantee, spent_description
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 from flwr_vflgan.strategies import (
@@ -48,8 +48,8 @@ from .outputs import holding_run, json_default, published_outputs
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict[str, Any]], None]
-CENTRALIZED = (Variant.WGAN_GP, Variant.CTGAN)
-"""The algorithms of the GAN families that train on the whole table in one process."""
+CENTRALIZED = (Variant.WGAN_GP, Variant.CTGAN, Variant.AIM, Variant.MST)
+"""The algorithms that train on the whole table in one process."""
 
 
 class Evaluator:
@@ -193,6 +193,8 @@ def _train_gan(
     assert evaluator is not None and real is not None
     if spec.algorithm.variant is Variant.CTGAN:
         return train_ctgan(spec, real, progress)
+    if spec.algorithm.is_marginal:
+        return train_marginals(spec, real, progress)
     return train_centralized(spec, blocks, evaluator, progress)
 
 
@@ -392,6 +394,45 @@ def train_ctgan(spec: RunSpec, real: Dataset, progress: Progress | None) -> VFLG
     )
 
 
+def train_marginals(spec: RunSpec, real: Dataset, progress: Progress | None) -> VFLGANResult:
+    """AIM or MST on the whole table, coded from the run's public domain; AIM's rounds
+    are logged (they are not epochs, so ``progress`` is not called)."""
+    from flwr_vflgan.data.domain import PublicDomain
+    from flwr_vflgan.marginals.synthesis import synthesize
+
+    assert spec.data.domain is not None  # dp=end_to_end resolved one (simulations.config)
+    dp = spec.algorithm.dp
+    assert dp.target_epsilon is not None
+    outcome = synthesize(
+        spec.algorithm.variant.value,
+        real.frame.reset_index(drop=True),
+        real.schema,
+        PublicDomain.from_mapping(spec.data.domain),
+        epsilon=dp.target_epsilon,
+        delta=dp.delta,
+        settings=spec.algorithm.marginals,
+        seed=spec.seed,
+        rows=spec.output.publish_rows,
+        progress=lambda r: log.info(
+            "%s: round %d measured %s; %.0f%% of the budget used",
+            spec.algorithm.variant.value,
+            r["round"],
+            "/".join(r["clique"]),
+            100 * r["rho_used"],
+        ),
+    )
+    order = numpy_generator(spec.seed, Stream.PUBLISH).permutation(len(outcome.synthetic))
+    return VFLGANResult(
+        synthetic=outcome.synthetic.iloc[order].reset_index(drop=True),
+        history=[],
+        steps=outcome.privacy["selections"],
+        wall_seconds=outcome.seconds,
+        n_rows=len(real.frame),
+        train_seconds=outcome.seconds,
+        privacy=[outcome.privacy],
+    )
+
+
 def privacy_metrics(spec: RunSpec, result: VFLGANResult) -> dict[str, Any] | None:
     """``metrics.json``'s ``privacy``: the mechanism, what its epsilon covers
     (``guarantee``, ``covers``, ``not_covered``: :mod:`flwr_vflgan.privacy.guarantee`) and
@@ -408,7 +449,7 @@ def privacy_metrics(spec: RunSpec, result: VFLGANResult) -> dict[str, Any] | Non
         **statement.to_dict(),
         "target_epsilon": dp.target_epsilon,
         "delta": dp.delta,
-        "conversion": dp.conversion.value,
+        "conversion": result.privacy[0].get("conversion", dp.conversion.value),
         "epsilon": max(p["epsilon"] for p in result.privacy),
         "parties": result.privacy,
         "budget_stop": result.budget_stop,
@@ -428,8 +469,7 @@ def privacy_rows(privacy: dict[str, Any] | None) -> dict[str, Any]:
     }
     for party in privacy["parties"]:
         rows[f"epsilon spent ({party['party']})"] = (
-            f"{party['epsilon']:.4f} after {party['steps']} discriminator steps, sigma "
-            f"{party['noise_multiplier']:.4f}, {party['accountant']}, {party['conversion']} conversion"
+            f"{party['epsilon']:.4f} after {spent_description(party)}"
         )
     if privacy["budget_stop"]:
         rows["stopped early"] = privacy["budget_stop"]

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from flwr_vflgan.privacy.guarantee import spent_description
+
 from .config import RunSpec
 
 BAR_WIDTH = 30
@@ -129,8 +131,11 @@ class Reporter:
         best = metrics["best_epoch"]
         fd = "not evaluated" if metrics["fd"] is None else f"{metrics['fd']:.4f}"
         selected = f"best epoch {best}; " if best is not None else "last generator; "
+        steps = f"{metrics['steps']} steps, {metrics['exchanges']} exchanges"
+        if metrics.get("algorithm") in ("aim", "mst"):
+            selected, steps = "", f"{metrics['steps']} marginals selected"
         self._print(
-            f"done in {metrics['wall_seconds']:.0f}s: {metrics['steps']} steps, {metrics['exchanges']} exchanges; "
+            f"done in {metrics['wall_seconds']:.0f}s: {steps}; "
             f"{selected}FD of synthetic.csv {fd}\n"
             f"wrote {self.spec.run_dir / 'synthetic.csv'} ({metrics['synthetic_rows']} rows), metrics.json, config.json"
         )
@@ -144,9 +149,7 @@ class Reporter:
                 self._print(
                     f"privacy      {party['party']}: epsilon {party['epsilon']:.4f} of "
                     f"{party['target_epsilon']:g} at delta {party['delta']:g} for "
-                    f"{privacy['guarantee']} ({privacy['mechanism']}, sigma {party['noise_multiplier']:.4f}, "
-                    f"{party['steps']} discriminator steps, {party['accountant']}, "
-                    f"{party['conversion']} conversion)"
+                    f"{privacy['guarantee']} ({privacy['mechanism']}, {spent_description(party)})"
                 )
             if privacy.get("joint_epsilon") is not None:
                 self._print(

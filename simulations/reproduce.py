@@ -26,6 +26,7 @@ overrides. ``ctgan`` and ``vtgan`` make paper 001's table instead (per client co
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -50,7 +51,13 @@ from flwr_vflgan.simulations.config import (
     RunSpec,
     register_configs,
 )
-from flwr_vflgan.simulations.families import families_of, family_of, table_rows
+from flwr_vflgan.simulations.families import (
+    Reproduction,
+    Rows,
+    families_of,
+    family_of,
+    table_rows,
+)
 from flwr_vflgan.simulations.outputs import json_default
 
 log = logging.getLogger(__name__)
@@ -122,17 +129,28 @@ def main(cfg: DictConfig) -> None:
         ) as pool:
             for spec, metrics in zip(specs, pool.map(run_one, specs), strict=True):
                 results.append((spec, _announce(spec, metrics)))
-    for family in families_of(rc.algorithms):
-        reproduction = family.reproduction()
-        made = [
-            row
-            for spec, metrics in results
-            if family_of(spec.algorithm.variant) is family
-            for row in table_rows(reproduction, spec, metrics, rc)
-        ]
+    for reproduction, made in table_groups(results, rc):
         if made:
             text, table = reproduction.write(made, rc)
             _write_table(Path(rc.out_dir), reproduction.TABLE, text, table)
+
+
+def table_groups(
+    results: Sequence[tuple[RunSpec, dict[str, Any]]], rc: ReproduceConfig
+) -> list[tuple[Reproduction, Rows]]:
+    """The rows of each table: one per reproduction module, in family order. Families
+    that share a module (the marginal baselines join Table 1) write one table together."""
+    groups = []
+    for module in dict.fromkeys(f.reproduce for f in families_of(rc.algorithms)):
+        reproduction = importlib.import_module(module)
+        rows = [
+            row
+            for spec, metrics in results
+            if family_of(spec.algorithm.variant).reproduce == module
+            for row in table_rows(reproduction, spec, metrics, rc)
+        ]
+        groups.append((reproduction, rows))
+    return groups
 
 
 def follow_parent(parent: int, poll: float = 0.5) -> None:

@@ -60,7 +60,15 @@ PAPER_TABLE1_DP: dict[str, dict[str, dict[str, Any]]] = {
     },
 }  # fmt: skip
 PAPER_DP_EPSILON = 10.0
-NAMES = {"wgan_gp": "WGAN-GP", "vflgan_base": "VFLGAN-base", "vflgan": "VFLGAN"}
+NAMES = {
+    "wgan_gp": "WGAN-GP",
+    "vflgan_base": "VFLGAN-base",
+    "vflgan": "VFLGAN",
+    "aim": "AIM",
+    "mst": "MST",
+}
+MARGINAL = ("aim", "mst")
+"""The DP marginal baselines: DP rows only, always ``dp=end_to_end``."""
 
 
 def method_key(algorithm: str, epsilon: float | None) -> str:
@@ -72,7 +80,10 @@ def specs(
     base: DictConfig, rc: ReproduceConfig, dataset: str, algorithm: str, epsilon: float | None
 ) -> list[RunSpec]:
     """One run per seed of ``algorithm`` on ``dataset``; ``epsilon`` makes it a DP row
-    (DP-VFLGAN's first-layer Gaussian mechanism at the paper's deltas)."""
+    (DP-VFLGAN's first-layer Gaussian mechanism at the paper's deltas; AIM and MST, which
+    have DP rows only, at their own end-to-end guarantee)."""
+    if algorithm in MARGINAL and epsilon is None:
+        return []
     specs = []
     for seed in rc.seeds:
         override: dict[str, Any] = {
@@ -89,7 +100,7 @@ def specs(
                     f"reproduce.dp_delta has no delta for {name}; set reproduce.dp_delta.{name}=..."
                 )
             override["dp"] = {
-                "mechanism": "vflgan_gaussian",
+                "mechanism": "end_to_end" if algorithm in MARGINAL else "vflgan_gaussian",
                 "target_epsilon": epsilon,
                 "delta": float(rc.dp_delta[name]),
             }
@@ -203,7 +214,9 @@ def render_table(table: dict[str, Any], rc: ReproduceConfig, folds: int) -> str:
                 "noise calibrated to the budget; the last epoch's generators are published "
                 "(docs/privacy.md). *spent* is the largest epsilon any party spent. Its "
                 "guarantee is `first_layer`, the paper's argument: the shared discriminator, "
-                "the later discriminator layers and the encoders read real rows un-noised.",
+                "the later discriminator layers and the encoders read real rows un-noised. "
+                "AIM and MST rows (centralized, marginals coded from public metadata) are "
+                "`end_to_end` in zCDP over add/remove-one neighbours.",
                 "",
             ]
             if rc.dp_epsilons
@@ -246,7 +259,8 @@ def _method_rows(
     if epsilon is not None:
         delta = rc.dp_delta.get(dataset)
         spent = c.get("epsilon_spent")
-        name = f"DP-{name} (ε={epsilon:g}, δ={delta:g}" + (
+        prefix = "" if algorithm in MARGINAL else "DP-"
+        name = f"{prefix}{name} (ε={epsilon:g}, δ={delta:g}" + (
             f"; spent ≤ {spent:.2f})" if spent is not None else ")"
         )
     lines = [

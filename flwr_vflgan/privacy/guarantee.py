@@ -18,7 +18,8 @@ Every DP run reports one :class:`Guarantee` beside its epsilon (``metrics.json``
   is preprocessing: the encoders' statistics (means, deviations, modes, category lists)
   were fitted on the private rows.
 
-* ``end_to_end`` (``dp=end_to_end`` on VFLGAN, VFLGAN-base and WGAN-GP): every update
+* ``end_to_end`` (``dp=end_to_end`` on VFLGAN, VFLGAN-base and WGAN-GP; AIM and MST
+  always, their releases being noisy marginals accounted in zCDP): every update
   that reads real rows is a per-row clipped Gaussian update, the server's ``D_s``
   included, the releases of one step are accounted as one mechanism, and the encoders
   come from public metadata, so the published table is post-processing. What the parties
@@ -31,6 +32,7 @@ listed among what is not covered.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -189,6 +191,21 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
         "the generator and the published table are their post-processing",
         (_RNG,),
     ),
+    **{
+        (Mechanism.END_TO_END, v): GuaranteeStatement(
+            Guarantee.END_TO_END,
+            "every release that reads real rows: the noisy marginals (Gaussian) and the "
+            "choices of which to measure (exponential mechanism), in one zCDP account over "
+            "add/remove-one neighbours, with the codes from public metadata; the model and "
+            "the published table are their post-processing",
+            (
+                "the number of rows (the published table has as many unless "
+                "output.publish_rows says otherwise)",
+                "the noise comes from numpy's generator, not a cryptographically secure source",
+            ),
+        )
+        for v in ("aim", "mst")
+    },
 }
 
 
@@ -197,3 +214,18 @@ def _statement(variant: str, mechanism: Mechanism) -> GuaranteeStatement:
         return _STATEMENTS[(mechanism, variant)]
     except KeyError:
         raise ValueError(f"algorithm {variant!r} does not run with dp={mechanism.value}") from None
+
+
+def spent_description(holder: Mapping[str, Any]) -> str:
+    """How one data holder's epsilon was spent, in words (the console and report.md):
+    the discriminator steps and their noise, or AIM's and MST's zCDP releases."""
+    if holder.get("accountant") == "zcdp":
+        return (
+            f"rho {holder['rho_spent']:.4f}-zCDP: {holder['steps']} noisy marginals and "
+            f"{holder['selections']} selections, {holder['neighbours']} neighbours, "
+            "Canonne-Kamath-Steinke conversion"
+        )
+    return (
+        f"{holder['steps']} discriminator steps, sigma {holder['noise_multiplier']:.4f}, "
+        f"{holder['accountant']}, {holder['conversion']} conversion"
+    )

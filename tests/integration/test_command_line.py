@@ -34,7 +34,7 @@ def _run(module: str, *args: str, env: dict[str, str] | None = None) -> subproce
         ("seed=abc", "seed must be an integer >= 0, got 'abc'"),
         ("dataset=csv", "dataset=csv needs the table: add dataset.source="),
         ("train.nosuch=1", "Could not override 'train.nosuch'"),
-        ("algorithm=nosuch", "Available options in 'algorithm': ctgan; gafm"),
+        ("algorithm=nosuch", "Available options in 'algorithm': aim; ctgan; gafm"),
         ("dp.target_epsilon=-1", "dp.target_epsilon=-1 without a DP mechanism"),
         ("dataset.source=/nonexistent/table.csv", "/nonexistent/table.csv does not exist"),
     ],

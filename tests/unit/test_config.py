@@ -148,7 +148,7 @@ def test_variant_is_parsed_and_controls_the_local_head():
 def test_unknown_variant_lists_the_valid_ones():
     message = (
         r"unknown algorithm variant 'gan'; valid: \['vflgan', 'vflgan_base', 'wgan_gp', "
-        r"'vtgan', 'ctgan', 'gafm', 'splitnn', 'maxnorm', 'marvell'\]"
+        r"'vtgan', 'ctgan', 'gafm', 'splitnn', 'maxnorm', 'marvell', 'aim', 'mst'\]"
     )
     with pytest.raises(ValueError, match=message):
         VFLGANConfig(variant="gan")  # type: ignore[arg-type]
@@ -162,7 +162,7 @@ def test_from_dict_unknown_top_level_keys_list_the_valid_ones():
     with pytest.raises(
         ValueError,
         match=r"unknown VFLGAN config keys \['privacy', 'seed'\]; "
-        r"valid: \['dp', 'gafm', 'model', 'train', 'variant', 'vtgan'\]",
+        r"valid: \['dp', 'gafm', 'marginals', 'model', 'train', 'variant', 'vtgan'\]",
     ):
         VFLGANConfig.from_dict({"seed": 1, "privacy": {}, "variant": "vflgan"})
 

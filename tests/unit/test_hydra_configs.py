@@ -106,11 +106,14 @@ def test_end_to_end_takes_a_public_domain_and_refuses_to_run_without_one(tmp_pat
         "out",
     )
     assert given.data.public_domain == PublicDomain.load(domain)
+    assert to_run_spec(
+        _compose("config", ["dataset=german_credit", "dp=end_to_end"]), "out"
+    ).data.public_domain == bundled_domain("german_credit")
+    with pytest.raises(ValueError, match=r"'spambase' has none bundled: give dataset\.domain="):
+        to_run_spec(_compose("config", ["dataset=spambase", "dp=end_to_end"]), "out")
     with pytest.raises(
-        ValueError, match=r"'german_credit' has none bundled: give dataset\.domain="
+        ValueError, match="dp=end_to_end is for vflgan, vflgan_base, wgan_gp, aim and mst"
     ):
-        to_run_spec(_compose("config", ["dataset=german_credit", "dp=end_to_end"]), "out")
-    with pytest.raises(ValueError, match="dp=end_to_end is for vflgan, vflgan_base and wgan_gp"):
         to_run_spec(_compose("config", ["algorithm=vtgan", "dp=end_to_end"]), "out")
 
 

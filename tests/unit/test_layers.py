@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"data", "nn"},
     {"runtime", "metrics"},
     {"privacy", "evaluation"},
-    {"gan", "vtgan", "gafm"},  # the algorithm families
+    {"gan", "vtgan", "gafm", "marginals"},  # the algorithm families
     {"config"},  # the umbrella of a run's settings (every family's)
     {"strategies", "clients"},
     {"simulations"},

@@ -18,7 +18,8 @@ from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.metrics.similarity import association_difference
 from flwr_vflgan.simulations import reproduce_vtgan
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, register_configs, to_run_spec
-from flwr_vflgan.simulations.reproduce import compose_per_algorithm, run_specs
+from flwr_vflgan.simulations.families import family_of
+from flwr_vflgan.simulations.reproduce import compose_per_algorithm, run_specs, table_groups
 from flwr_vflgan.simulations.reproduce_vflgan import (
     PAPER_TABLE1,
     _mean_spread,
@@ -357,3 +358,51 @@ def test_a_worker_ends_once_the_process_that_started_it_is_killed() -> None:
             pytest.fail("the worker outlived its parent by 10 s")
     finally:
         parent.kill()
+
+
+def test_marginal_baselines_have_dp_rows_only_and_join_table1() -> None:
+    rc = ReproduceConfig(
+        datasets=("adult",),
+        algorithms=("vflgan", "aim", "mst"),
+        seeds=(0,),
+        dp_epsilons=(1.0,),
+        out_dir="out",
+    )
+    specs = _grid(rc)
+    runs = [(s.algorithm.variant.value, s.algorithm.dp.mechanism.value, s.run_dir) for s in specs]
+    assert runs == [
+        ("vflgan", "none", Path("out/adult/vflgan/seed0")),
+        ("vflgan", "vflgan_gaussian", Path("out/adult/vflgan-dp1/seed0")),
+        ("aim", "end_to_end", Path("out/adult/aim-dp1/seed0")),
+        ("mst", "end_to_end", Path("out/adult/mst-dp1/seed0")),
+    ]
+    marginal = [s for s in specs if s.algorithm.is_marginal]
+    assert all(s.data.public_domain is not None for s in marginal)
+    utility = {"total_difference": 0.05, "trtr_accuracy": 0.85}
+    rows = [
+        (
+            s,
+            {
+                "seed": 0,
+                "fd": 0.1,
+                "evaluation": {"ai_utility": utility},
+                "privacy": {"epsilon": 1.0},
+            },
+        )
+        for s in specs
+    ]
+    text, table = family_of("aim").reproduction().write(rows, rc)
+    assert set(table["adult"]) == {"vflgan", "vflgan@dp1", "aim@dp1", "mst@dp1"}
+    assert "| AIM (ε=1, δ=1e-05; spent ≤ 1.00) |" in text
+    assert "| DP-VFLGAN (ε=1, δ=1e-05; spent ≤ 1.00) |" in text
+
+
+def test_families_that_share_a_reproduction_module_write_one_table() -> None:
+    rc = ReproduceConfig(
+        datasets=("adult",), algorithms=("wgan_gp", "mst"), seeds=(0,), dp_epsilons=(3.0,)
+    )
+    specs = _grid(rc)
+    results = [(s, {"seed": 0}) for s in specs]
+    ((reproduction, rows),) = table_groups(results, rc)
+    assert reproduction.TABLE == "table1"
+    assert [s.algorithm.variant.value for s, _ in rows] == ["wgan_gp", "wgan_gp", "mst"]

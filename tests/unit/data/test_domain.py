@@ -93,7 +93,7 @@ def test_files_names_and_the_bundled_adult_domain(tmp_path: Path) -> None:
     yaml_path.write_text("age: {kind: integer, min: 0, max: 100}\n", encoding="utf-8")
     assert resolve_domain(str(path)) == PublicDomain.from_mapping(DOMAIN)
     assert resolve_domain(str(yaml_path)).columns["age"].maximum == 100.0  # type: ignore[union-attr]
-    assert resolve_domain(None) is None and bundled_domain("german_credit") is None
+    assert resolve_domain(None) is None and bundled_domain("spambase") is None
     with pytest.raises(ValueError, match="neither a bundled domain"):
         resolve_domain("spambase")
     with pytest.raises(ValueError, match="does not exist"):
@@ -103,3 +103,18 @@ def test_files_names_and_the_bundled_adult_domain(tmp_path: Path) -> None:
     assert domain is not None and set(domain.columns) == set(adult.schema.names)
     encoder = TabularEncoder().fit_domain(adult.frame, adult.schema, domain)
     assert encoder.transform(adult.frame).shape[0] == len(adult.frame)
+
+
+def test_german_credits_codebook_domain_covers_its_table() -> None:
+    german, domain = load_dataset("german_credit"), bundled_domain("german_credit")
+    assert domain is not None and list(domain.columns) == german.schema.names
+    assert domain.schema_for(german.schema) == german.schema  # the same kinds
+    for name, column in domain.columns.items():
+        values = german.frame[name]
+        if column.kind is ColumnKind.CATEGORICAL:
+            assert set(values.unique()) <= set(column.categories), name
+        else:
+            assert column.minimum <= values.min() and values.max() <= column.maximum, name
+    # The codebook lists codes this sample never uses (purpose A47, status A95).
+    assert "A47" in domain.columns["purpose"].categories
+    assert "A95" in domain.columns["personal_status_sex"].categories

@@ -41,5 +41,7 @@ def test_every_entry_of_a_family_resolves(family):
     assert isinstance(reproduction.TABLE, str) and reproduction.TABLE
     for hook in HOOKS:
         assert callable(getattr(reproduction, hook, None)), f"{family.name} lacks {hook}"
-    tables = [f.reproduction().TABLE for f in FAMILIES]
-    assert len(tables) == len(set(tables)), "two families write the same table"
+    # Families may share a reproduction module (the marginal baselines join Table 1),
+    # which then writes one table for them all; distinct modules never share a table.
+    modules = {f.reproduce: f.reproduction().TABLE for f in FAMILIES}
+    assert len(modules) == len(set(modules.values())), "two modules write the same table"
