@@ -82,6 +82,11 @@ class VFLGANConfig:
         if isinstance(self.marginals, dict):
             object.__setattr__(self, "marginals", MarginalSettings.from_dict(self.marginals))
         self._check_marginal()
+        if self.gafm.ablation is not None and self.variant is not Variant.GAFM:
+            raise ValueError(
+                f"gafm.ablation={self.gafm.ablation} ablates GAFM's gradient; "
+                f"algorithm={self.variant.value} has none: remove it or use algorithm=gafm"
+            )
         k = self.train.steps_per_exchange
         if k != 1 and self.variant is Variant.CTGAN:
             raise ValueError(

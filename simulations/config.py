@@ -338,6 +338,9 @@ class ReproduceConfig:
     dp_delta
         Delta of the DP rows per dataset (paper 000: 1e-5 for Adult; see
         docs/privacy.md for German credit).
+    dp_mechanism
+        The GANs' mechanism in the DP rows: ``vflgan_gaussian`` (paper 000's), ``dpsgd``
+        or ``end_to_end``. AIM and MST always run their own end-to-end mechanism.
     non_dp
         Also train the rows without DP.
     n_parties
@@ -368,6 +371,7 @@ class ReproduceConfig:
     dp_delta: dict[str, float] = field(
         default_factory=lambda: {"adult": 1e-5, "german_credit": 1e-4}
     )
+    dp_mechanism: str = "vflgan_gaussian"
     non_dp: bool = True
     n_parties: tuple[int, ...] = (2,)
     vtgan_epochs: dict[str, int] = field(default_factory=lambda: {"adult": 30})
@@ -382,6 +386,11 @@ class ReproduceConfig:
         object.__setattr__(self, "dp_epsilons", tuple(float(e) for e in self.dp_epsilons))
         if any(not e > 0 for e in self.dp_epsilons):
             raise ValueError(f"reproduce.dp_epsilons must be > 0, got {list(self.dp_epsilons)}")
+        mechanisms = ("vflgan_gaussian", "dpsgd", "end_to_end")
+        if self.dp_mechanism not in mechanisms:
+            raise ValueError(
+                f"reproduce.dp_mechanism must be one of {list(mechanisms)}, got {self.dp_mechanism!r}"
+            )
         if not self.non_dp and not self.dp_epsilons:
             raise ValueError("reproduce.non_dp=false needs reproduce.dp_epsilons: no runs left")
         for name in ("datasets", "algorithms", "seeds"):

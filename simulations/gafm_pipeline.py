@@ -71,7 +71,11 @@ def _run_gafm(
         "exchanges": result.exchanges,
         "wall_seconds": result.wall_seconds,
         "summary": result.summary,
-        "paper": paper_row(spec.data.source, result.method, spec.data.n_parties),
+        "ablation": settings.ablation,
+        # An ablation is not Table 2's GAFM: no paper row beside it.
+        "paper": None
+        if settings.ablation
+        else paper_row(spec.data.source, result.method, spec.data.n_parties),
         "repetitions": [r.to_dict() for r in result.repetitions],
     }
     config = {
@@ -139,6 +143,7 @@ def _run_rows(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> lis
         lines.append(
             f"| GAFM | gamma {settings.gamma}, Delta {settings.delta}, sigma {settings.sigma}, clip {settings.clip}"
             + (", + Marvell (G-M)" if settings.marvell else "")
+            + (f", ablation {settings.ablation} (paper 002, Figure 3)" if settings.ablation else "")
             + " |"
         )
     if result.method == "marvell" or (result.method == "gafm" and settings.marvell):

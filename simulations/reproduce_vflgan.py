@@ -71,9 +71,18 @@ MARGINAL = ("aim", "mst")
 """The DP marginal baselines: DP rows only, always ``dp=end_to_end``."""
 
 
-def method_key(algorithm: str, epsilon: float | None) -> str:
-    """A table row's key: the algorithm, with ``@dp<epsilon>`` for a DP row."""
-    return algorithm if epsilon is None else f"{algorithm}@dp{epsilon:g}"
+def method_key(algorithm: str, epsilon: float | None, mechanism: str = "vflgan_gaussian") -> str:
+    """A table row's key: the algorithm, with ``@dp<epsilon>`` for a DP row and the
+    mechanism after it unless it is paper 000's (or the marginal baselines' own)."""
+    if epsilon is None:
+        return algorithm
+    suffix = "" if mechanism == "vflgan_gaussian" or algorithm in MARGINAL else f"-{mechanism}"
+    return f"{algorithm}@dp{epsilon:g}{suffix}"
+
+
+def mechanism_of(algorithm: str, rc: ReproduceConfig) -> str:
+    """The mechanism of ``algorithm``'s DP rows."""
+    return "end_to_end" if algorithm in MARGINAL else rc.dp_mechanism
 
 
 def specs(
@@ -100,14 +109,14 @@ def specs(
                     f"reproduce.dp_delta has no delta for {name}; set reproduce.dp_delta.{name}=..."
                 )
             override["dp"] = {
-                "mechanism": "end_to_end" if algorithm in MARGINAL else "vflgan_gaussian",
+                "mechanism": mechanism_of(algorithm, rc),
                 "target_epsilon": epsilon,
                 "delta": float(rc.dp_delta[name]),
             }
         run_dir = (
             Path(rc.out_dir)
             / dataset_name(dataset)
-            / method_key(algorithm, epsilon).replace("@", "-")
+            / method_key(algorithm, epsilon, mechanism_of(algorithm, rc)).replace("@", "-")
             / f"seed{seed}"
         )
         specs.append(to_run_spec(OmegaConf.merge(base, override), run_dir))
@@ -175,7 +184,10 @@ def summarise(results: Sequence[tuple[RunSpec, dict[str, Any]]]) -> dict[str, An
     for spec, metrics in results:
         dp = spec.algorithm.dp
         epsilon = dp.target_epsilon if dp.enabled else None
-        key = (dataset_name(spec.data.source), method_key(spec.algorithm.variant.value, epsilon))
+        key = (
+            dataset_name(spec.data.source),
+            method_key(spec.algorithm.variant.value, epsilon, dp.mechanism.value),
+        )
         grouped.setdefault(key, []).append(metrics)
     table: dict[str, Any] = {}
     for (dataset, algorithm), runs in grouped.items():
@@ -208,20 +220,7 @@ def render_table(table: dict[str, Any], rc: ReproduceConfig, folds: int) -> str:
     lines = [
         "# Paper 000, Table 1: AI-training utility (random forests)",
         "",
-        *(
-            [
-                "DP rows: DP-VFLGAN's first-layer Gaussian mechanism (paper 000 eqs. 20-21), "
-                "noise calibrated to the budget; the last epoch's generators are published "
-                "(docs/privacy.md). *spent* is the largest epsilon any party spent. Its "
-                "guarantee is `first_layer`, the paper's argument: the shared discriminator, "
-                "the later discriminator layers and the encoders read real rows un-noised. "
-                "AIM and MST rows (centralized, marginals coded from public metadata) are "
-                "`end_to_end` in zCDP over add/remove-one neighbours.",
-                "",
-            ]
-            if rc.dp_epsilons
-            else []
-        ),
+        *_dp_note(rc),
         f"Mean ± sample standard deviation over seeds {list(rc.seeds)}"
         + (" (one seed: ± 0.00 is no measured spread)" if len(rc.seeds) == 1 else "")
         + "; rows marked *paper* are the published values (one run each). TRTR/TSTS: "
@@ -242,12 +241,43 @@ def render_table(table: dict[str, Any], rc: ReproduceConfig, folds: int) -> str:
         ]
         for epsilon in rc.variants:
             for algorithm in rc.algorithms:
-                key = method_key(algorithm, epsilon)
+                key = method_key(algorithm, epsilon, mechanism_of(algorithm, rc))
                 if key not in methods:
                     continue
                 lines += _method_rows(dataset, algorithm, epsilon, methods[key], rc)
         lines.append("")
     return "\n".join(lines)
+
+
+_GUARANTEES = {
+    "vflgan_gaussian": (
+        "DP-VFLGAN's first-layer Gaussian mechanism (paper 000 eqs. 20-21); its guarantee "
+        "is `first_layer`, the paper's argument: the shared discriminator, the later "
+        "discriminator layers and the encoders read real rows un-noised"
+    ),
+    "dpsgd": (
+        "DP-SGD on every discriminator a party holds (`local_discriminators`; the "
+        "centralized WGAN-GP's `critic_updates`): the shared discriminator and the encoders "
+        "are not covered"
+    ),
+    "end_to_end": (
+        "`dp=end_to_end`: every update that reads real rows, the server's included, with "
+        "encoders from public metadata (`end_to_end`)"
+    ),
+}
+
+
+def _dp_note(rc: ReproduceConfig) -> list[str]:
+    """The paragraph that says what the DP rows' epsilon covers."""
+    if not rc.dp_epsilons:
+        return []
+    return [
+        f"DP rows: {_GUARANTEES[rc.dp_mechanism]}; noise calibrated to the budget; the "
+        "last epoch's generators are published (docs/privacy.md). *spent* is the largest "
+        "epsilon any data holder spent. AIM and MST rows (centralized, marginals coded from "
+        "public metadata) are `end_to_end` in zCDP over add/remove-one neighbours.",
+        "",
+    ]
 
 
 def _method_rows(
@@ -260,7 +290,10 @@ def _method_rows(
         delta = rc.dp_delta.get(dataset)
         spent = c.get("epsilon_spent")
         prefix = "" if algorithm in MARGINAL else "DP-"
-        name = f"{prefix}{name} (ε={epsilon:g}, δ={delta:g}" + (
+        mechanism = mechanism_of(algorithm, rc)
+        own = mechanism == "vflgan_gaussian" or algorithm in MARGINAL
+        shown = "" if own else f" [{mechanism}]"
+        name = f"{prefix}{name}{shown} (ε={epsilon:g}, δ={delta:g}" + (
             f"; spent ≤ {spent:.2f})" if spent is not None else ")"
         )
     lines = [
@@ -270,7 +303,7 @@ def _method_rows(
     ]
     if epsilon is None:
         paper = PAPER_TABLE1.get(dataset, {}).get(algorithm)
-    elif epsilon == PAPER_DP_EPSILON:
+    elif epsilon == PAPER_DP_EPSILON and mechanism_of(algorithm, rc) == "vflgan_gaussian":
         paper = PAPER_TABLE1_DP.get(dataset, {}).get(algorithm)
     else:
         paper = None

@@ -20,6 +20,9 @@ from flwr_vflgan.checked import build_checked, is_int
 CutCombine = Literal["auto", "identity", "average", "concat"]
 LocalOutput = Literal["sigmoid", "linear"]
 UVChoice = Literal["uv", "same", "zero"]
+Ablation = Literal["gan_only", "ce_only"]
+ABLATIONS: tuple[str, ...] = ("gan_only", "ce_only")
+"""Paper 002's ablations of GAFM (``gafm.ablation``)."""
 
 
 class Method(StrEnum):
@@ -66,6 +69,13 @@ class GAFMSettings:
     normalize
         Normalise the GAN and CE cut gradients by their batch L2 norms (Section 3.3);
         off only for ablations.
+    ablation
+        Paper 002's ablations (Section 4.2.2, Figure 3), ``algorithm=gafm`` only:
+        ``gan_only`` sends the parties the GAN term alone (``gamma`` times the normalised
+        GAN gradient), ``ce_only`` the cross-entropy term alone (on the randomized-
+        response labels); ``null`` is GAFM, both terms. The discriminator and generator
+        still train in both, so the runs differ only in the gradient that leaves the
+        label party.
     lr_local, lr_generator, lr_discriminator, betas
         Adam settings (``alpha_p``, ``alpha_g``, ``alpha_d``).
     batch_size, epochs, max_steps
@@ -108,6 +118,7 @@ class GAFMSettings:
     sigma: float = 0.01
     clip: float = 0.1
     normalize: bool = True
+    ablation: Ablation | None = None
     lr_local: float = 1e-4
     lr_generator: float = 1e-4
     lr_discriminator: float = 1e-4
@@ -159,6 +170,10 @@ class GAFMSettings:
 
     def _check_values(self) -> None:
         """Check the choices, rates, probabilities and flags (the non-integer settings)."""
+        if self.ablation is not None and self.ablation not in ABLATIONS:
+            raise ValueError(
+                f"gafm.ablation must be one of {list(ABLATIONS)} or null, got {self.ablation!r}"
+            )
         choices = {
             "local_output": ("sigmoid", "linear"),
             "cut": ("auto", "identity", "average", "concat"),

@@ -143,8 +143,14 @@ class LabelParty:
         ce = ce_loss(cut_score(cut, s.local_output == "sigmoid"), target)
         (g_ce,) = torch.autograd.grad(ce, cut, retain_graph=True)
         n_gan, n_ce = normalized(g_gan), normalized(g_ce)
-        # Algorithm A.1, step 3 (without normalisation only for ablations).
-        g_cut = s.gamma * n_gan + n_ce if s.normalize else s.gamma * g_gan + g_ce
+        # Algorithm A.1, step 3 (without normalisation, or with one term, only for ablations).
+        gan_term, ce_term = (s.gamma * n_gan, n_ce) if s.normalize else (s.gamma * g_gan, g_ce)
+        if s.ablation == "gan_only":
+            g_cut = gan_term
+        elif s.ablation == "ce_only":
+            g_cut = ce_term
+        else:
+            g_cut = gan_term + ce_term
         grads = torch.autograd.grad(cut, leaves, grad_outputs=g_cut)
         n = float(labels.shape[0])
         stats = {

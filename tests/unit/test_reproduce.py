@@ -406,3 +406,30 @@ def test_families_that_share_a_reproduction_module_write_one_table() -> None:
     ((reproduction, rows),) = table_groups(results, rc)
     assert reproduction.TABLE == "table1"
     assert [s.algorithm.variant.value for s, _ in rows] == ["wgan_gp", "wgan_gp", "mst"]
+
+
+def test_dp_rows_take_the_chosen_mechanism_and_say_so() -> None:
+    rc = ReproduceConfig(
+        datasets=("german_credit",),
+        algorithms=("vflgan", "mst"),
+        seeds=(0,),
+        dp_epsilons=(10.0,),
+        non_dp=False,
+        dp_mechanism="end_to_end",
+        out_dir="out",
+    )
+    specs = _grid(rc)
+    runs = [(s.algorithm.dp.mechanism.value, s.run_dir) for s in specs]
+    assert runs == [
+        ("end_to_end", Path("out/german_credit/vflgan-dp10-end_to_end/seed0")),
+        ("end_to_end", Path("out/german_credit/mst-dp10/seed0")),
+    ]
+    utility = {"total_difference": 0.4}
+    rows = [(s, {"seed": 0, "fd": 1.0, "evaluation": {"ai_utility": utility}}) for s in specs]
+    text, table = family_of("vflgan").reproduction().write(rows, rc)
+    assert set(table["german_credit"]) == {"vflgan@dp10-end_to_end", "mst@dp10"}
+    assert "| DP-VFLGAN [end_to_end] (ε=10, δ=0.0001) |" in text
+    assert "| MST (ε=10, δ=0.0001) |" in text
+    assert "DP rows: `dp=end_to_end`" in text and "| *paper* |" not in text
+    with pytest.raises(ValueError, match=r"reproduce\.dp_mechanism must be one of"):
+        ReproduceConfig(dp_mechanism="gaussian")

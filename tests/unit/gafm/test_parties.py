@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
+from flwr_vflgan.config import Variant, VFLGANConfig
 from flwr_vflgan.gafm.config import GAFMSettings, Method
 from flwr_vflgan.gafm.losses import ce_loss, randomized_response
 from flwr_vflgan.gafm.parties import LabelParty, LocalParty
@@ -140,3 +142,35 @@ def test_local_party_apply_equals_backprop_through_the_forward_pass() -> None:
         party.apply(rows, 4, grad[:2])
     # Prediction uses no dropout.
     assert torch.equal(party.predict(rows), party.predict(rows))
+
+
+@pytest.mark.parametrize("ablation", ["gan_only", "ce_only"])
+def test_an_ablation_sends_one_term_of_the_gafm_gradient(ablation: str) -> None:
+    """Paper 002, Section 4.2.2: GAN-only and CE-only differ from GAFM only in the cut
+    gradient; the discriminator and generator train as before."""
+    full = LabelParty(Method.GAFM, SETTINGS, 1, seed=3)
+    ablated = LabelParty(Method.GAFM, replace(SETTINGS, ablation=ablation), 1, seed=3)
+    parts, labels = _batch()
+    both = full.train_step(parts, labels, 5)
+    one = ablated.train_step(parts, labels, 5)
+    assert one.stats["loss_d"] == both.stats["loss_d"]
+    term = one.grads[0]
+    if ablation == "gan_only":
+        assert float(term.norm()) == pytest.approx(SETTINGS.gamma, rel=1e-5)
+    else:
+        assert float(term.norm()) == pytest.approx(1.0, rel=1e-5)
+    # The two ablations' terms add up to GAFM's gradient.
+    other = LabelParty(
+        Method.GAFM,
+        replace(SETTINGS, ablation="ce_only" if ablation == "gan_only" else "gan_only"),
+        1,
+        seed=3,
+    ).train_step(parts, labels, 5)
+    assert torch.allclose(term + other.grads[0], both.grads[0], atol=1e-6)
+
+
+def test_an_ablation_is_named_and_only_for_gafm() -> None:
+    with pytest.raises(ValueError, match=r"gafm.ablation must be one of \['gan_only', 'ce_only'\]"):
+        GAFMSettings(ablation="gan")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="algorithm=splitnn has none"):
+        VFLGANConfig(variant=Variant.SPLITNN, gafm=GAFMSettings(ablation="ce_only"))
