@@ -382,7 +382,7 @@ class ReproduceConfig:
         """The privacy of each row: ``None`` (no DP, if ``non_dp``), then each budget."""
         return ([None] if self.non_dp else []) + list(self.dp_epsilons)
 
-    def __post_init__(self) -> None:
+    def _check_dp(self) -> None:
         object.__setattr__(self, "dp_epsilons", tuple(float(e) for e in self.dp_epsilons))
         if any(not e > 0 for e in self.dp_epsilons):
             raise ValueError(f"reproduce.dp_epsilons must be > 0, got {list(self.dp_epsilons)}")
@@ -393,6 +393,9 @@ class ReproduceConfig:
             )
         if not self.non_dp and not self.dp_epsilons:
             raise ValueError("reproduce.non_dp=false needs reproduce.dp_epsilons: no runs left")
+
+    def __post_init__(self) -> None:
+        self._check_dp()
         for name in ("datasets", "algorithms", "seeds"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
             if not getattr(self, name):
