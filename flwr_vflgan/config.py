@@ -106,10 +106,19 @@ class VFLGANConfig:
             )
 
     def _check_marginal(self) -> None:
-        if self.is_marginal and self.dp.mechanism is not Mechanism.END_TO_END:
+        if not self.is_marginal:
+            return
+        if self.dp.mechanism is not Mechanism.END_TO_END:
             raise ValueError(
                 f"algorithm={self.variant.value} is differentially private by construction "
                 "and needs a budget: add dp=end_to_end dp.target_epsilon=<epsilon>"
+            )
+        # The GANs' noise settings would be silently ignored: AIM and MST calibrate theirs.
+        if self.dp.noise_multiplier is not None or self.dp.select_by_fd:
+            raise ValueError(
+                f"algorithm={self.variant.value} sets its own noise from dp.target_epsilon and "
+                "dp.delta and publishes one table: remove dp.noise_multiplier and "
+                "dp.select_by_fd"
             )
 
     @property

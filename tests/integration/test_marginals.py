@@ -128,6 +128,10 @@ def test_the_same_seed_publishes_the_same_table(tmp_path: Path) -> None:
         (["algorithm=mst", "dp=end_to_end", "marginals.bins=1"], "marginals.bins must be"),
         (["algorithm=aim", "dp=end_to_end", "marginals.nosuch=1"], "marginals.nosuch"),
         (
+            ["algorithm=aim", "dp=end_to_end", "dp.noise_multiplier=2"],
+            "remove dp.noise_multiplier and dp.select_by_fd",
+        ),
+        (
             ["algorithm=mst", "dp=end_to_end", "runtime=simulation"],
             "is centralized and runs only with runtime=inprocess",
         ),
