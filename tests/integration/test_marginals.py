@@ -147,3 +147,16 @@ def test_bad_settings_get_one_line(tmp_path: Path, overrides: list[str], message
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr[-2000:]
     assert not (tmp_path / "run" / "synthetic.csv").exists()
+
+
+def test_the_benchmark_times_one_synthesis(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "simulations.bench", "algorithm=mst", "dp=end_to_end",
+         f"hydra.run.dir={tmp_path}"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, env=dict(os.environ),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["algorithm"] == "mst" and record["rows"] == 48842
+    assert record["selections"] == 14 and record["measurements"] == 29
+    assert record["seconds"] > 0 and record["seconds_per_selection"] > 0
