@@ -314,6 +314,8 @@ def _method_rows(
 
 
 def announce(spec: RunSpec, metrics: dict[str, Any]) -> str:
+    """One line per finished run. A value the evaluation could not compute (``null`` in
+    metrics.json, e.g. TSTS of a table with one class) prints as ``undefined``."""
     evaluation = metrics.get("evaluation", {})
     utility = evaluation.get("ai_utility", {})
     warning = ""
@@ -321,8 +323,13 @@ def announce(spec: RunSpec, metrics: dict[str, Any]) -> str:
         warning = f"warning: no Table 1 metrics for {spec.run_dir}: {evaluation['skipped']['ai_utility']}\n"
     return warning + (
         f"{spec.data.source:14s} {spec.algorithm.variant.value:12s} seed {spec.seed}: "
-        f"FD {metrics.get('fd', math.nan):.4f}  Total Difference {utility.get('total_difference', math.nan):.3f}"
+        f"FD {_shown(metrics.get('fd'), 4)}  "
+        f"Total Difference {_shown(utility.get('total_difference'), 3)}"
     )
+
+
+def _shown(value: float | None, digits: int) -> str:
+    return "undefined" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
 def write(

@@ -433,3 +433,13 @@ def test_dp_rows_take_the_chosen_mechanism_and_say_so() -> None:
     assert "DP rows: `dp=end_to_end`" in text and "| *paper* |" not in text
     with pytest.raises(ValueError, match=r"reproduce\.dp_mechanism must be one of"):
         ReproduceConfig(dp_mechanism="gaussian")
+
+
+def test_a_run_whose_utility_is_undefined_is_announced_not_fatal() -> None:
+    """A collapsed DP generator publishes one class: TSTS, and so the Total Difference,
+    are undefined (null in metrics.json); the reproduction must go on."""
+    rc = ReproduceConfig(datasets=("adult",), algorithms=("wgan_gp",), seeds=(0,))
+    (spec,) = _grid(rc)
+    metrics = {"fd": None, "evaluation": {"ai_utility": {"total_difference": None}}}
+    line = family_of("wgan_gp").reproduction().announce(spec, metrics)
+    assert line.endswith("FD undefined  Total Difference undefined")
