@@ -393,6 +393,11 @@ def _workload_candidates(
         for c in itertools.combinations(names, degree)
         if session.domain.size(c) <= settings.max_cells
     ]
+    if not workload:
+        raise ValueError(
+            f"no {degree}-way marginal has at most marginals.max_cells={settings.max_cells} "
+            "cells: raise marginals.max_cells or lower marginals.degree"
+        )
     closure = {
         sub for c in workload for k in range(1, len(c) + 1) for sub in itertools.combinations(c, k)
     }

@@ -97,6 +97,11 @@ def test_mst_merges_rare_codes_and_restores_them() -> None:
     assert np.mean(result.codes["d"] == 4) < 0.2  # the merged rare code is not inflated
 
 
+def test_aim_refuses_a_workload_with_no_marginal_small_enough() -> None:
+    with pytest.raises(ValueError, match=r"no 2-way marginal has at most marginals\.max_cells=5"):
+        aim(_table(), SIZES, 1.0, MarginalSettings(max_cells=5), np.random.default_rng(0), 10)
+
+
 def test_aim_refuses_fewer_rounds_than_columns() -> None:
     with pytest.raises(
         ValueError, match=r"marginals\.rounds=2 must be at least the number of columns"
