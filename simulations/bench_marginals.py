@@ -19,7 +19,7 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
     spec = to_run_spec(cfg, os.getcwd())
     real = load_full_table(spec.data)[0]
     started = time.monotonic()
-    result = train_marginals(spec, real, progress=None)
+    result = train_marginals(spec, real)
     seconds = time.monotonic() - started
     summary = result.privacy[0]
     results = {

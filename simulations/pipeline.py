@@ -194,7 +194,7 @@ def _train_gan(
     if spec.algorithm.variant is Variant.CTGAN:
         return train_ctgan(spec, real, progress)
     if spec.algorithm.is_marginal:
-        return train_marginals(spec, real, progress)
+        return train_marginals(spec, real)
     return train_centralized(spec, blocks, evaluator, progress)
 
 
@@ -394,9 +394,9 @@ def train_ctgan(spec: RunSpec, real: Dataset, progress: Progress | None) -> VFLG
     )
 
 
-def train_marginals(spec: RunSpec, real: Dataset, progress: Progress | None) -> VFLGANResult:
+def train_marginals(spec: RunSpec, real: Dataset) -> VFLGANResult:
     """AIM or MST on the whole table, coded from the run's public domain; AIM's rounds
-    are logged (they are not epochs, so ``progress`` is not called)."""
+    are logged (they are not epochs, so the run's epoch progress is not called)."""
     from flwr_vflgan.data.domain import PublicDomain
     from flwr_vflgan.marginals.synthesis import synthesize
 

@@ -132,7 +132,7 @@ class Reporter:
         fd = "not evaluated" if metrics["fd"] is None else f"{metrics['fd']:.4f}"
         selected = f"best epoch {best}; " if best is not None else "last generator; "
         steps = f"{metrics['steps']} steps, {metrics['exchanges']} exchanges"
-        if metrics.get("algorithm") in ("aim", "mst"):
+        if self.spec.algorithm.is_marginal:
             selected, steps = "", f"{metrics['steps']} marginals selected"
         self._print(
             f"done in {metrics['wall_seconds']:.0f}s: {steps}; "

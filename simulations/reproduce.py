@@ -26,7 +26,6 @@ overrides. ``ctgan`` and ``vtgan`` make paper 001's table instead (per client co
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
@@ -141,8 +140,9 @@ def table_groups(
     """The rows of each table: one per reproduction module, in family order. Families
     that share a module (the marginal baselines join Table 1) write one table together."""
     groups = []
-    for module in dict.fromkeys(f.reproduce for f in families_of(rc.algorithms)):
-        reproduction = importlib.import_module(module)
+    families = families_of(rc.algorithms)
+    for module in dict.fromkeys(f.reproduce for f in families):
+        reproduction = next(f for f in families if f.reproduce == module).reproduction()
         rows = [
             row
             for spec, metrics in results

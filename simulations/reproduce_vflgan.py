@@ -20,6 +20,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.atomic import write_atomically
+from flwr_vflgan.config import Variant
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
 from flwr_vflgan.simulations.outputs import json_default
@@ -67,7 +68,7 @@ NAMES = {
     "aim": "AIM",
     "mst": "MST",
 }
-MARGINAL = ("aim", "mst")
+MARGINAL = (Variant.AIM.value, Variant.MST.value)
 """The DP marginal baselines: DP rows only, always ``dp=end_to_end``."""
 
 

@@ -38,7 +38,7 @@ from flwr_vflgan.privacy.zcdp import exponential_rho, gaussian_rho
 
 __all__ = ["Measurement", "SynthesisResult", "aim", "exponential_choice", "mst", "require_mbi"]
 
-Clique = tuple[str, ...]
+Clique = tuple[str | int, ...]
 Progress = Callable[[dict[str, Any]], None]
 
 
@@ -100,8 +100,7 @@ def exponential_choice(
 ) -> int:
     """The exponential mechanism: index ``i`` with probability proportional to
     ``exp(epsilon scores_i / (2 sensitivity))`` (``epsilon^2 / 8``-zCDP)."""
-    logits = 0.5 * epsilon / sensitivity * (scores - scores.max())
-    weights = np.exp(logits - np.logaddexp.reduce(logits))
+    weights = np.exp(0.5 * epsilon / sensitivity * (scores - scores.max()))  # max is 1
     return int(rng.choice(len(scores), p=weights / weights.sum()))
 
 
@@ -119,7 +118,7 @@ def _numpy_global_seed(rng: np.random.Generator) -> Iterator[None]:
 class _Model:
     """The data, its domain and the measurements made so far (an ``mbi`` session)."""
 
-    def __init__(self, codes: Mapping[str, np.ndarray], sizes: Mapping[str, int]) -> None:
+    def __init__(self, codes: Mapping[Any, np.ndarray], sizes: Mapping[Any, int]) -> None:
         self.mbi = require_mbi()
         names = list(sizes)
         self.domain = self.mbi.Domain(names, [sizes[n] for n in names])
@@ -167,10 +166,19 @@ class _Model:
         jax.clear_caches()
         return model
 
-    def sample(self, model: Any, rows: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """``rows`` synthetic rows of ``model``."""
+    def sample(
+        self,
+        model: Any,
+        rows: int,
+        rng: np.random.Generator,
+        merged: Mapping[str, np.ndarray] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """``rows`` synthetic rows of ``model``, with the codes :meth:`compress` merged
+        (``merged``) spread back uniformly over the codes they stand for."""
         with _numpy_global_seed(rng):
             synthetic = model.synthetic_data(rows)
+            if merged:
+                synthetic = synthetic.decompress(dict(merged))
         return {n: np.asarray(v, dtype=np.int64) for n, v in synthetic.to_dict().items()}
 
 
@@ -220,7 +228,7 @@ def _sum_to(attrs: Clique, table: np.ndarray, clique: Clique) -> np.ndarray:
     return np.transpose(out, [kept.index(c) for c in clique])
 
 
-def _log_product(factors: Sequence[tuple[Clique, np.ndarray]], sizes: Mapping[str, int]):
+def _log_product(factors: Sequence[tuple[Clique, np.ndarray]], sizes: Mapping[Any, int]):
     """The sum of log-factors over the union of their columns."""
     attrs = tuple(dict.fromkeys(a for f in factors for a in f[0]))
     total = np.zeros([sizes[a] for a in attrs])
@@ -240,8 +248,8 @@ def _logsumexp(table: np.ndarray, axis: int | None) -> np.ndarray:
 
 
 def _elimination_order(
-    factors: Sequence[tuple[Clique, np.ndarray]], keep: Clique, sizes: Mapping[str, int]
-) -> list[str]:
+    factors: Sequence[tuple[Clique, np.ndarray]], keep: Clique, sizes: Mapping[Any, int]
+) -> list[Any]:
     """Greedy order: each time the column whose elimination makes the smallest table."""
     scopes = [set(f[0]) for f in factors]
     left = set().union(*scopes) - set(keep)
@@ -256,6 +264,41 @@ def _elimination_order(
     return order
 
 
+def _indexed(
+    run: Callable[..., SynthesisResult],
+    codes: Mapping[str, np.ndarray],
+    sizes: Mapping[str, int],
+    *args: Any,
+    progress: Progress | None = None,
+) -> SynthesisResult:
+    """``run`` with the columns named 0, 1, ... inside ``mbi``, the names restored after.
+
+    ``mbi`` iterates over sets of column names (its elimination orders and message
+    schedules), and a set of strings iterates in an order that Python's per-process hash
+    seed decides: with string names the same seed gave different tables in different
+    processes. Small integers hash to themselves, so their order is fixed."""
+    names = list(sizes)
+
+    def named(clique: Clique) -> Clique:
+        return tuple(names[int(i)] for i in clique)
+
+    def report(record: dict[str, Any]) -> None:
+        if progress is not None:
+            progress({**record, "clique": list(named(tuple(record["clique"])))})
+
+    result = run(
+        {i: codes[n] for i, n in enumerate(names)},
+        {i: sizes[n] for i, n in enumerate(names)},
+        *args,
+        progress=report,
+    )
+    return SynthesisResult(
+        {names[int(i)]: c for i, c in result.codes.items()},
+        [Measurement(named(m.clique), m.sigma, m.cells) for m in result.measurements],
+        result.selection_epsilons,
+    )
+
+
 def mst(
     codes: Mapping[str, np.ndarray],
     sizes: Mapping[str, int],
@@ -265,6 +308,33 @@ def mst(
     rows: int,
 ) -> SynthesisResult:
     """MST at ``rho``-zCDP: ``rows`` synthetic rows (codes) of the table ``codes``."""
+    return _indexed(_mst, codes, sizes, rho, settings, rng, rows)
+
+
+def aim(
+    codes: Mapping[str, np.ndarray],
+    sizes: Mapping[str, int],
+    rho: float,
+    settings: MarginalSettings,
+    rng: np.random.Generator,
+    rows: int,
+    progress: Progress | None = None,
+) -> SynthesisResult:
+    """AIM at ``rho``-zCDP with the workload of every ``settings.degree``-way marginal
+    of at most ``settings.max_cells`` cells."""
+    return _indexed(_aim, codes, sizes, rho, settings, rng, rows, progress=progress)
+
+
+def _mst(
+    codes: Mapping[Any, np.ndarray],
+    sizes: Mapping[Any, int],
+    rho: float,
+    settings: MarginalSettings,
+    rng: np.random.Generator,
+    rows: int,
+    progress: Progress | None = None,
+) -> SynthesisResult:
+    """MST (:func:`mst`) on columns keyed by index (``progress`` is not called)."""
     session = _Model(codes, sizes)
     names = list(sizes)
     sigma = math.sqrt(3 / (2 * rho))
@@ -278,13 +348,8 @@ def mst(
     for pair in tree:
         session.measure(pair, sigma * math.sqrt(max(len(tree), 1)), rng)
     model = session.estimate(settings.final_iterations)
-    with _numpy_global_seed(rng):
-        synthetic = model.synthetic_data(rows)
-        if mapping:
-            synthetic = synthetic.decompress(mapping)
-    out = {n: np.asarray(v, dtype=np.int64) for n, v in synthetic.to_dict().items()}
     chosen = [_tree_epsilon(rho / 3, len(tree))] * len(tree)
-    return SynthesisResult(out, session.log, chosen)
+    return SynthesisResult(session.sample(model, rows, rng, mapping), session.log, chosen)
 
 
 def _tree_epsilon(rho: float, edges: int) -> float:
@@ -332,17 +397,16 @@ def _spanning_tree(
     return tree
 
 
-def aim(
-    codes: Mapping[str, np.ndarray],
-    sizes: Mapping[str, int],
+def _aim(
+    codes: Mapping[Any, np.ndarray],
+    sizes: Mapping[Any, int],
     rho: float,
     settings: MarginalSettings,
     rng: np.random.Generator,
     rows: int,
     progress: Progress | None = None,
 ) -> SynthesisResult:
-    """AIM at ``rho``-zCDP with the workload of every ``settings.degree``-way marginal
-    of at most ``settings.max_cells`` cells."""
+    """AIM (:func:`aim`) on columns keyed by index."""
     session = _Model(codes, sizes)
     names = list(sizes)
     candidates = _workload_candidates(session, names, settings)
@@ -368,8 +432,9 @@ def aim(
             last = True
         used += gaussian_rho(sigma) + exponential_rho(epsilon)
         allowed = _within_size(session, model, candidates, settings.max_model_size * used / rho)
-        clique = _worst_approximated(session, model, allowed, epsilon, sigma, rng)
-        before = _Marginals(model).project(clique)
+        fitted = _Marginals(model)
+        clique = _worst_approximated(session, fitted, allowed, epsilon, sigma, rng)
+        before = fitted.project(clique)
         session.measure(clique, sigma, rng)
         model = session.estimate(settings.iterations, warm=model)
         after = _Marginals(model).project(clique)
@@ -398,10 +463,15 @@ def _workload_candidates(
             f"no {degree}-way marginal has at most marginals.max_cells={settings.max_cells} "
             "cells: raise marginals.max_cells or lower marginals.degree"
         )
-    closure = {
-        sub for c in workload for k in range(1, len(c) + 1) for sub in itertools.combinations(c, k)
-    }
+    closure = _downward_closure(workload)
     return {c: float(sum(len(set(c) & set(w)) for w in workload)) for c in sorted(closure)}
+
+
+def _downward_closure(cliques: Sequence[Clique]) -> set[Clique]:
+    """Every non-empty subset of every clique, each in its clique's column order."""
+    return {
+        sub for c in cliques for k in range(1, len(c) + 1) for sub in itertools.combinations(c, k)
+    }
 
 
 def _within_size(
@@ -410,7 +480,7 @@ def _within_size(
     """The candidates that keep the model within ``limit`` MB, or that it already holds."""
     size_of = session.mbi.junction_tree.hypothetical_model_size
     held = [tuple(c) for c in model.cliques]
-    free = {sub for c in held for k in range(1, len(c) + 1) for sub in itertools.combinations(c, k)}
+    free = _downward_closure(held)
     return {
         c: w
         for c, w in candidates.items()
@@ -420,7 +490,7 @@ def _within_size(
 
 def _worst_approximated(
     session: _Model,
-    model: Any,
+    fitted: _Marginals,
     candidates: Mapping[Clique, float],
     epsilon: float,
     sigma: float,
@@ -428,7 +498,7 @@ def _worst_approximated(
 ) -> Clique:
     """AIM's selection: the exponential mechanism over the weighted L1 errors less the
     expected noise of measuring (sensitivity: the largest weight)."""
-    cliques, fitted = list(candidates), _Marginals(model)
+    cliques = list(candidates)
     scores = np.array(
         [
             candidates[c]

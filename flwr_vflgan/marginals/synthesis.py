@@ -14,6 +14,7 @@ from flwr_vflgan.data.schema import Schema
 from flwr_vflgan.marginals.config import MarginalSettings
 from flwr_vflgan.marginals.discretize import Discretizer
 from flwr_vflgan.marginals.mechanisms import Progress, aim, mst
+from flwr_vflgan.privacy.config import check_delta
 from flwr_vflgan.privacy.zcdp import zcdp_epsilon, zcdp_rho
 
 __all__ = ["MECHANISMS", "MarginalOutcome", "synthesize"]
@@ -54,11 +55,7 @@ def synthesize(
     """
     if mechanism not in MECHANISMS:
         raise ValueError(f"unknown marginal mechanism {mechanism!r}; valid: {list(MECHANISMS)}")
-    if not 0 < delta < 1 / len(frame):
-        raise ValueError(
-            f"dp.delta={delta:g} must be below 1/n = {1 / len(frame):.3g} for a table of "
-            f"{len(frame)} rows"
-        )
+    check_delta(delta, len(frame))
     started = time.monotonic()
     discretizer = Discretizer.from_domain(domain, schema, settings.bins)
     codes = discretizer.encode(frame)

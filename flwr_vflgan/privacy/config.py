@@ -282,6 +282,22 @@ class PrivacyPlan:
         }
 
 
+def check_delta(delta: float, dataset_size: int) -> None:
+    """``delta`` below ``1 / n``, which every data holder's guarantee needs (the GANs'
+    parties and clients, AIM and MST).
+
+    Raises
+    ------
+    ValueError
+        It is not; the message names the value and the rule.
+    """
+    if delta >= 1 / dataset_size:
+        raise ValueError(
+            f"dp.delta={delta:g} must be below 1/n = {1 / dataset_size:.3g} for a "
+            f"dataset of {dataset_size} rows (a larger delta allows releasing a whole row)"
+        )
+
+
 def check_holder(config: DPConfig, dataset_size: int, planned_steps: int) -> None:
     """What every data holder's plan needs (VFLGAN's parties and VT-GAN's clients alike):
     ``delta`` below ``1 / n`` and at least one planned discriminator step.
@@ -291,11 +307,7 @@ def check_holder(config: DPConfig, dataset_size: int, planned_steps: int) -> Non
     ValueError
         Either does not hold; the message names the value and the rule.
     """
-    if config.delta >= 1 / dataset_size:
-        raise ValueError(
-            f"dp.delta={config.delta:g} must be below 1/n = {1 / dataset_size:.3g} for a "
-            f"dataset of {dataset_size} rows (a larger delta allows releasing a whole row)"
-        )
+    check_delta(config.delta, dataset_size)
     if planned_steps < 1:
         raise ValueError(f"the schedule plans {planned_steps} discriminator steps; need >= 1")
 

@@ -138,7 +138,10 @@ def _mappings() -> int:
         return sum(1 for _ in maps)
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc")
+@pytest.mark.skipif(
+    not os.path.exists("/proc/self/maps"),
+    reason="vm.max_map_count, the limit this guards against, and /proc/self/maps are Linux's",
+)
 def test_estimates_do_not_pile_up_compiled_programs() -> None:
     """Each estimate of a new set of measurements compiles new programs; kept, their
     memory mappings grow by hundreds per estimate until AIM's later rounds (or a second
