@@ -27,27 +27,32 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import hydra
 import numpy as np
 import pandas as pd
 import torch
-from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.atomic import write_atomically
-from flwr_vflgan.checked import is_int
-from flwr_vflgan.config import Variant
 from flwr_vflgan.data.domain import PublicDomain, bundled_domain
 from flwr_vflgan.privacy.audit import draw_canaries, membership_scores, one_run_audit
-from flwr_vflgan.runtime.checkpoint import latest_checkpoint
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
+from flwr_vflgan.simulations.audit_config import (
+    SCORES,
+    SPLIT_DISCRIMINATORS,
+    AuditConfig,
+    audit_config,
+    audit_seed,
+    kept_rows,
+    load_newest,
+    training_spec,
+)
 from flwr_vflgan.simulations.cli import run_hydra_main
-from flwr_vflgan.simulations.config import RunSpec, register_configs, to_run_spec
+from flwr_vflgan.simulations.config import RunSpec, to_run_spec
 from flwr_vflgan.simulations.families import run_experiment
 from flwr_vflgan.simulations.outputs import json_default, run_directory_lock
 from flwr_vflgan.simulations.reproduce_vflgan import finished_metrics
@@ -55,118 +60,14 @@ from flwr_vflgan.simulations.reproduce_vflgan import finished_metrics
 log = logging.getLogger(__name__)
 
 
-SCORES = ("table", "critic")
-"""The membership scores, black-box first."""
-CRITIC_ALGORITHMS = (Variant.VFLGAN, Variant.VFLGAN_BASE)
-"""The algorithms whose split discriminators ``critic`` reads."""
-
-
-@dataclass(frozen=True)
-class AuditConfig:
-    """The ``audit`` node.
-
-    Parameters
-    ----------
-    scheme
-        ``one_run``: canaries in or out on a coin, one training run.
-    scores
-        The membership scores audited, each giving its own bound (``null``: every score
-        the algorithm has). ``table`` (black-box, any algorithm): the log-ratio of a
-        canary's distance to its nearest row of the rest of the training table to its
-        distance to its nearest published row. ``critic`` (white-box, VFLGAN and
-        VFLGAN-base): the discriminator's score of the canary in the run's last
-        checkpoint, every party's local score plus the shared discriminator's. Under
-        ``dp=end_to_end`` both are post-processing of what the guarantee covers; under
-        ``dp=vflgan_gaussian`` the critic holds the shared discriminator that guarantee
-        leaves out.
-    canaries
-        ``m``, canaries drawn (about half join the training table).
-    train_rows
-        Rows of the dataset trained on beside the canaries, drawn at random (``null``:
-        all). Fewer rows make each canary weigh more and the audit stronger.
-    guesses
-        The guess counts ``k`` tried (``k`` "in" and ``k`` "out" guesses each); each is
-        at most half the canaries.
-    confidence
-        Confidence of the lower bound.
-    delta
-        Delta of the bound (``null``: the run's ``dp.delta``).
-    seed
-        Seed of the canaries, the coins and the rows kept (``null``: the run's seed).
-    """
-
-    scheme: Literal["one_run"] = "one_run"
-    scores: tuple[Literal["table", "critic"], ...] | None = None
-    canaries: int = 1000
-    train_rows: int | None = 500
-    guesses: tuple[int, ...] = (25, 50, 100, 250)
-    confidence: float = 0.95
-    delta: float | None = None
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "guesses", tuple(self.guesses))
-        if self.scheme != "one_run":
-            raise ValueError(f"unknown audit.scheme {self.scheme!r}; valid: ['one_run']")
-        if self.scores is not None:
-            object.__setattr__(self, "scores", tuple(self.scores))
-            unknown = [v for v in self.scores if v not in SCORES]
-            if unknown or not self.scores:
-                raise ValueError(
-                    f"audit.scores must list some of {list(SCORES)}, got {list(self.scores)}"
-                )
-        if not is_int(self.canaries) or self.canaries < 2:
-            raise ValueError(f"audit.canaries must be an integer >= 2, got {self.canaries!r}")
-        if self.train_rows is not None and (not is_int(self.train_rows) or self.train_rows < 1):
-            raise ValueError(
-                f"audit.train_rows must be a positive integer or null, got {self.train_rows!r}"
-            )
-        if not self.guesses or not all(
-            is_int(k) and 1 <= k <= self.canaries // 2 for k in self.guesses
-        ):
-            raise ValueError(
-                f"audit.guesses must list counts between 1 and audit.canaries/2 = "
-                f"{self.canaries // 2}, got {list(self.guesses)}"
-            )
-        if not 0 < self.confidence < 1:
-            raise ValueError(f"audit.confidence must be in (0, 1), got {self.confidence!r}")
-        if self.delta is not None and not 0 <= self.delta < 1:
-            raise ValueError(f"audit.delta must be in [0, 1) or null, got {self.delta!r}")
-        if self.seed is not None and (not is_int(self.seed) or self.seed < 0):
-            raise ValueError(f"audit.seed must be an integer >= 0 or null, got {self.seed!r}")
-
-
-def register_audit_config() -> None:
-    """Register the ``audit_base`` node (idempotent)."""
-    register_configs()
-    node = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(AuditConfig()).items()}
-    ConfigStore.instance().store(name="audit_base", node={"audit": node})
-
-
-register_audit_config()
-
-
-def audit_config(cfg: DictConfig) -> AuditConfig:
-    """The ``audit`` node of a composed configuration, validated."""
-    raw = OmegaConf.to_container(cfg.audit, resolve=True)
-    assert isinstance(raw, dict)
-    valid = set(AuditConfig.__dataclass_fields__)
-    unknown = sorted(str(k) for k in raw if k not in valid)
-    if unknown:
-        raise ValueError(f"unknown keys {unknown} in 'audit'; valid: {sorted(valid)}")
-    return AuditConfig(**{str(k): v for k, v in raw.items()})
-
-
 def audit_tables(
     spec: RunSpec, audit: AuditConfig
 ) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
     """The rows kept of the dataset, the canaries and their coins (True: trained on)."""
-    seed = spec.seed if audit.seed is None else audit.seed
+    seed = audit_seed(spec, audit)
     dataset, _ = load_full_table(spec.data)
     rng = np.random.default_rng(seed)
-    frame = dataset.frame
-    if audit.train_rows is not None and audit.train_rows < len(frame):
-        frame = frame.iloc[np.sort(rng.choice(len(frame), audit.train_rows, replace=False))]
+    frame = kept_rows(dataset.frame, audit.train_rows, rng)
     # The canaries come from the public ranges when there are any (the same canaries
     # with and without DP), else from the table's.
     domain = (
@@ -179,36 +80,6 @@ def audit_tables(
     canaries = draw_canaries(dataset.schema, frame, audit.canaries, seed + 1, domain)
     included = rng.random(audit.canaries) < 0.5
     return frame.reset_index(drop=True), canaries, included
-
-
-def training_spec(spec: RunSpec, audit_dir: Path, table: pd.DataFrame) -> RunSpec:
-    """``spec`` trained on ``table`` (written to ``train.parquet``) in ``audit_dir/run``,
-    with the original dataset's column kinds and label.
-
-    Raises
-    ------
-    FileExistsError
-        ``audit_dir`` holds a training table that differs from ``table`` (another audit's
-        canaries or rows): its run and checkpoints belong to that table.
-    """
-    dataset, _ = load_full_table(spec.data)
-    path = audit_dir / "train.parquet"
-    if path.exists() and not pd.read_parquet(path).equals(table):
-        raise FileExistsError(
-            f"{audit_dir} holds an audit of another training table (other canaries, rows or "
-            "seed): give this audit a new hydra.run.dir"
-        )
-    write_atomically(path, lambda p: table.to_parquet(p, index=False), suffix=".parquet")
-    kinds = {c.name: c.kind.value for c in dataset.schema.columns}
-    data = replace(
-        spec.data,
-        source=str(path.resolve()),
-        declared=kinds,
-        label=dataset.schema.label,
-        id_column=None,
-        drop=(),
-    )
-    return replace(spec, data=data, run_dir=audit_dir / "run")
 
 
 def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, Any]:
@@ -267,7 +138,7 @@ def scorers(spec: RunSpec, audit: AuditConfig) -> dict[str, Scorer]:
     ValueError
         ``critic`` was asked for an algorithm without split discriminators.
     """
-    has_critic = spec.algorithm.variant in CRITIC_ALGORITHMS
+    has_critic = spec.algorithm.variant in SPLIT_DISCRIMINATORS
     if audit.scores is not None and "critic" in audit.scores and not has_critic:
         raise ValueError(
             f"audit.scores=[critic] reads VFLGAN's split discriminators; algorithm="
@@ -305,7 +176,7 @@ def critic_scores(spec: RunSpec, canaries: pd.DataFrame, kept: pd.DataFrame) -> 
     features = []
     for party, block in enumerate(blocks):
         trainer = PartyTrainer(config, block.encoder.spans, block.encoded, 0, party)
-        _load_newest(trainer.state, root / f"party-{party}", "step")
+        load_newest(trainer.state, root / f"party-{party}", "step")
         x = torch.as_tensor(
             block.encoder.transform(canaries[block.schema.names]), dtype=torch.float32
         )
@@ -314,21 +185,10 @@ def critic_scores(spec: RunSpec, canaries: pd.DataFrame, kept: pd.DataFrame) -> 
             if config.has_local_head:
                 score += trainer.discriminator.score(features[-1]).reshape(-1)
     server = ServerTrainer(config, len(blocks), 0)
-    _load_newest(server.state, root, "server")
+    load_newest(server.state, root, "server")
     with torch.no_grad():
         shared = server.discriminator(torch.cat(features, dim=1)).reshape(-1)
     return (score + config.train.shared_d_weight * shared).numpy().astype(np.float64)
-
-
-def _load_newest(state: Any, directory: Path, prefix: str) -> None:
-    found = latest_checkpoint(directory, prefix)
-    if found is None:
-        raise ValueError(
-            f"audit.scores=[critic] needs the run's checkpoints and {directory} has none: "
-            "keep output.checkpoint=true"
-        )
-    arrays, meta = found
-    state.load(arrays["flat"], meta["optimizer_steps"])
 
 
 def _claimed(metrics: dict[str, Any]) -> float | None:
@@ -378,10 +238,18 @@ def summary_line(summary: dict[str, Any]) -> str:
 
 @hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="audit", version_base=None)
 def main(cfg: DictConfig) -> float:
-    """Hydra entry point; returns the highest audited lower bound on epsilon."""
+    """Hydra entry point; returns the highest audited lower bound on epsilon (one-run) or
+    the highest attack AUC (ASSD, ASIF)."""
     audit_dir = Path(HydraConfig.get().runtime.output_dir)
     audit = audit_config(cfg)
     spec = to_run_spec(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "audit"]), audit_dir)
+    if audit.scheme in ("assd", "asif"):
+        from flwr_vflgan.simulations.shadow_audit import run_shadow_audit, shadow_summary_line
+
+        report = run_shadow_audit(spec, audit, audit_dir, lambda line: print(line, flush=True))
+        written = audit_dir / f"{audit.scheme}.md"
+        print(f"{shadow_summary_line(report)}; wrote {written}", flush=True)
+        return max(float(r["auc_mean"]) for r in report["attacks"].values())
     summary = run_audit(spec, audit, audit_dir)
     print(f"{summary_line(summary)}; wrote {audit_dir / 'audit.md'}", flush=True)
     return max(float(r["epsilon_lower_bound"]) for r in summary["audits"].values())

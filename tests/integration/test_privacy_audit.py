@@ -4,14 +4,12 @@ through the strategy and client code, and the claimed epsilon beside the audited
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
+from audit_command import run_audit
 
-REPO = Path(__file__).resolve().parents[2]
 SMALL = (
     "train.epochs=2",
     "train.batch_size=16",
@@ -22,14 +20,7 @@ SMALL = (
 
 
 def _audit(out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "simulations.audit", f"hydra.run.dir={out}", *SMALL, *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    return run_audit(out, *SMALL, *args, timeout=300)
 
 
 def test_an_audit_trains_on_the_included_canaries_and_bounds_every_score(tmp_path: Path):

@@ -1,0 +1,135 @@
+"""``python -m simulations.audit audit.scheme=assd|asif``: paper 000's shadow-model games
+with real shadow runs through the strategy and client code, resumed after a lost shadow,
+ASIF on the same shadows, on Ray with the same result as one after another, and bad
+settings refused in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+from audit_command import run_audit
+
+from flwr_vflgan.data.registry import load_dataset
+from flwr_vflgan.privacy.shadow import vulnerable_records
+
+SMALL = (
+    "audit.scheme=assd",
+    "train.epochs=2",
+    "train.batch_size=8",
+    "audit.train_rows=60",
+    "audit.shadows=3",
+    "audit.train_fraction=0.67",
+    "audit.repetitions=3",
+)
+
+
+def _audit(out: Path, *args: str) -> subprocess.CompletedProcess:
+    return run_audit(out, *SMALL, *args, timeout=400)
+
+
+def test_shadows_train_on_the_two_worlds_and_a_lost_shadow_is_trained_again(tmp_path: Path):
+    done = _audit(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "assd.json").read_text())
+    train = pd.read_parquet(tmp_path / "train.parquet")
+    without = pd.read_parquet(tmp_path / "train-without-target.parquet")
+    # The target is the row farthest from its nearest neighbour, computed here on the
+    # table the audit wrote, and the other world's table lacks exactly that row.
+    schema = load_dataset("adult").schema
+    target = summary["target"]["row"]
+    assert target == vulnerable_records(train, schema, "distance")[0]
+    assert len(train) == 60 and without.equals(train.drop(index=target).reset_index(drop=True))
+    assert summary["target"]["record"]["age"] == train.loc[target, "age"]
+    for world, rows in (("without", 59), ("with", 60)):
+        for k in range(3):
+            run = tmp_path / "shadows" / f"{world}-{k:03d}"
+            config = json.loads((run / "config.json").read_text())
+            assert config["data"]["source"].endswith(
+                "train.parquet" if world == "with" else "train-without-target.parquet"
+            )
+            assert len(pd.read_csv(run / "synthetic.csv")) == rows
+    seeds = {
+        json.loads((p / "config.json").read_text())["seed"]
+        for p in (tmp_path / "shadows").iterdir()
+    }
+    assert len(seeds) == 6  # a fresh seed per shadow
+    for kind in ("naive", "correlation"):
+        attack = summary["attacks"][kind]
+        assert len(attack["aucs"]) == 3 and 0 <= attack["auc_mean"] <= 1
+        assert (attack["train_tables_per_world"], attack["test_tables_per_world"]) == (2, 1)
+    assert "assd: 6/6 shadows trained" in done.stdout and "naive AUC" in done.stdout
+    assert "| naive |" in (tmp_path / "assd.md").read_text()
+
+    kept = (tmp_path / "shadows" / "with-000" / "synthetic.csv").stat().st_mtime_ns
+    lost = tmp_path / "shadows" / "without-001"
+    lost_table = (lost / "synthetic.csv").read_bytes()
+    for path in sorted(lost.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    again = _audit(tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "5 of 6 shadows already trained" in again.stdout
+    assert "assd: 1/1 shadows trained" in again.stdout
+    assert (tmp_path / "shadows" / "with-000" / "synthetic.csv").stat().st_mtime_ns == kept
+    assert (lost / "synthetic.csv").read_bytes() == lost_table  # the same seed, the same table
+    assert json.loads((tmp_path / "assd.json").read_text())["attacks"] == summary["attacks"]
+
+    # ASIF reads the same shadows' discriminators: nothing trains again.
+    features = _audit(tmp_path, "audit.scheme=asif")
+    assert features.returncode == 0, features.stderr[-3000:]
+    assert "6 of 6 shadows already trained" in features.stdout
+    asif = json.loads((tmp_path / "asif.json").read_text())
+    assert asif["target"] == summary["target"] and asif["scheme"] == "asif"
+    assert set(asif["attacks"]) == {
+        f"party {p} {kind}" for p in (0, 1) for kind in ("naive", "correlation")
+    }
+    assert all(0 <= r["auc_mean"] <= 1 for r in asif["attacks"].values())
+    assert (tmp_path / "assd.json").exists() and "| party 1 naive |" in (
+        tmp_path / "asif.md"
+    ).read_text()
+
+    other = _audit(tmp_path, "audit.target=outliers", "audit.train_rows=50")
+    assert other.returncode == 2
+    assert "holds an audit of another training table" in other.stderr
+
+
+def test_ray_trains_the_same_shadows_as_one_process(tmp_path: Path):
+    plain = _audit(tmp_path / "plain", "audit.shadows=2", "audit.train_fraction=0.5")
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    ray = _audit(
+        tmp_path / "ray",
+        "audit.shadows=2",
+        "audit.train_fraction=0.5",
+        "audit.executor=ray",
+        "audit.jobs=2",
+    )
+    assert ray.returncode == 0, ray.stderr[-3000:]
+    assert "assd: 4/4 shadows trained" in ray.stdout
+    for world in ("without", "with"):
+        for k in range(2):
+            name = Path("shadows") / f"{world}-{k:03d}" / "synthetic.csv"
+            assert (tmp_path / "plain" / name).read_bytes() == (
+                tmp_path / "ray" / name
+            ).read_bytes()
+    results = [json.loads((tmp_path / d / "assd.json").read_text()) for d in ("plain", "ray")]
+    assert results[0]["attacks"] == results[1]["attacks"]
+
+
+def test_bad_shadow_settings_get_one_line_and_status_2(tmp_path: Path):
+    for override, message in (
+        ("audit.shadows=1", "audit.shadows must be an integer >= 2"),
+        ("audit.target=far", "audit.target must be one of ['distance', 'outliers']"),
+        ("audit.feature_maps=[pca]", "audit.feature_maps must list some of"),
+        ("audit.executor=dask", "unknown audit.executor 'dask'"),
+        ("audit.target=60", "audit.target=60 is not a row of the 60-row table"),
+        ("audit.train_fraction=0.9", "leaves 3 tables per world to train the adversary and 0"),
+    ):
+        done = _audit(tmp_path / "bad", override)
+        assert done.returncode == 2, (override, done.stderr[-2000:])
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], lines
+    wgan = _audit(tmp_path / "wgan", "algorithm=wgan_gp", "audit.scheme=asif")
+    assert wgan.returncode == 2
+    assert "algorithm=wgan_gp has none: use audit.scheme=assd" in wgan.stderr
