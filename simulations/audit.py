@@ -46,6 +46,7 @@ from flwr_vflgan.simulations.audit_config import (
     SPLIT_DISCRIMINATORS,
     AuditConfig,
     audit_config,
+    audit_header,
     audit_seed,
     kept_rows,
     load_newest,
@@ -108,14 +109,8 @@ def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, A
             for name, score in chosen.items()
         }
         summary = {
-            "algorithm": spec.algorithm.variant.value,
-            "dataset": spec.data.source,
-            "seed": spec.seed,
-            "dp": spec.algorithm.dp.mechanism.value,
-            "claimed_epsilon": _claimed(metrics),
-            "guarantee": (metrics.get("privacy") or {}).get("guarantee"),
+            **audit_header(spec, metrics, audit.scheme),
             "train_rows": len(table),
-            "scheme": audit.scheme,
             "audits": results,
             "fd": metrics.get("fd"),
         }
@@ -191,12 +186,6 @@ def critic_scores(spec: RunSpec, canaries: pd.DataFrame, kept: pd.DataFrame) -> 
     return (score + config.train.shared_d_weight * shared).numpy().astype(np.float64)
 
 
-def _claimed(metrics: dict[str, Any]) -> float | None:
-    """The largest epsilon any holder of the run reported (``None`` without DP)."""
-    privacy = metrics.get("privacy")
-    return None if privacy is None else float(privacy["epsilon"])
-
-
 def audit_markdown(summary: dict[str, Any]) -> str:
     """``audit.md``: the claim beside each audited bound, with the guesses behind it."""
     claimed = summary["claimed_epsilon"]
@@ -239,10 +228,17 @@ def summary_line(summary: dict[str, Any]) -> str:
 @hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="audit", version_base=None)
 def main(cfg: DictConfig) -> float:
     """Hydra entry point; returns the highest audited lower bound on epsilon (one-run) or
-    the highest attack AUC (ASSD, ASIF)."""
+    the highest attack AUC (ASSD, ASIF, baselines)."""
     audit_dir = Path(HydraConfig.get().runtime.output_dir)
     audit = audit_config(cfg)
     spec = to_run_spec(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "audit"]), audit_dir)
+    if audit.scheme == "baselines":
+        from flwr_vflgan.simulations.baseline_audit import baselines_summary_line, run_baselines
+
+        attacked = run_baselines(spec, audit, audit_dir, lambda line: print(line, flush=True))
+        written = audit_dir / "baselines.md"
+        print(f"{baselines_summary_line(attacked)}; wrote {written}", flush=True)
+        return max(float(r["auc"]) for r in attacked["attacks"].values())
     if audit.scheme in ("assd", "asif"):
         from flwr_vflgan.simulations.shadow_audit import run_shadow_audit, shadow_summary_line
 

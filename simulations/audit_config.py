@@ -15,14 +15,16 @@ from omegaconf import DictConfig, OmegaConf
 from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.checked import is_int
 from flwr_vflgan.config import Variant
+from flwr_vflgan.privacy.baselines import ATTACKS
 from flwr_vflgan.privacy.shadow import FEATURE_MAPS, VULNERABILITY
 from flwr_vflgan.runtime.checkpoint import latest_checkpoint
 from flwr_vflgan.runtime.party_data import load_full_table
 from flwr_vflgan.simulations.config import RunSpec, register_configs
 
-SCHEMES = ("one_run", "assd", "asif")
+SCHEMES = ("one_run", "assd", "asif", "baselines")
 """The audits: Steinke et al.'s one-run bound; paper 000's shadow-model game on the
-published tables (ASSD) and on the parties' intermediate features (ASIF)."""
+published tables (ASSD) and on the parties' intermediate features (ASIF); the
+membership attacks of paper 000's Table 3 on every training record (baselines)."""
 SPLIT_DISCRIMINATORS = (Variant.VFLGAN, Variant.VFLGAN_BASE)
 """The algorithms with split discriminators: the one-run ``critic`` score and ASIF read
 their first parts' features."""
@@ -41,7 +43,10 @@ class AuditConfig:
         shadow-model game on one target record, read from the published tables; ``asif``:
         the same shadows, read from the intermediate features every party sends the
         server (VFLGAN, VFLGAN-base); see :mod:`~flwr_vflgan.simulations.shadow_audit`.
-        Both read ``train_rows``, ``seed`` and the fields from ``shadows`` on.
+        Both read ``train_rows``, ``seed`` and the fields from ``shadows`` to
+        ``ray_address``. ``baselines``: paper 000's Table 3 attacks on one run trained on
+        ``train_rows`` rows, judged against as many unseen rows, with ``reference_rows``
+        rows for the attacker (:mod:`~flwr_vflgan.simulations.baseline_audit`).
     scores
         The membership scores audited, each giving its own bound (``null``: every score
         the algorithm has). ``table`` (black-box, any algorithm): the log-ratio of a
@@ -87,9 +92,15 @@ class AuditConfig:
     ray_address
         ASSD: the address of a running Ray cluster (``ray start --head`` prints it);
         ``null`` starts Ray on this machine.
+    reference_rows
+        Baselines: rows of the dataset the attacker holds as its reference (none trained
+        the generator or are judged; paper 000, Table 3: 10,000 for Housing).
+    attacks
+        Baselines: the attacks run (``logan_0``, ``logan_d1``, ``mc``, ``gan_leaks_0``,
+        ``gan_leaks_cal``, ``domias``); ``null``: all.
     """
 
-    scheme: Literal["one_run", "assd", "asif"] = "one_run"
+    scheme: Literal["one_run", "assd", "asif", "baselines"] = "one_run"
     scores: tuple[Literal["table", "critic"], ...] | None = None
     canaries: int = 1000
     train_rows: int | None = 500
@@ -105,6 +116,8 @@ class AuditConfig:
     executor: Literal["plain", "ray"] = "plain"
     jobs: int | None = None
     ray_address: str | None = None
+    reference_rows: int = 10000
+    attacks: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "guesses", tuple(self.guesses))
@@ -112,6 +125,7 @@ class AuditConfig:
         if self.scheme not in SCHEMES:
             raise ValueError(f"unknown audit.scheme {self.scheme!r}; valid: {list(SCHEMES)}")
         self._check_shadow_game()
+        self._check_baselines()
         if self.scores is not None:
             object.__setattr__(self, "scores", tuple(self.scores))
             unknown = [v for v in self.scores if v not in SCORES]
@@ -138,6 +152,24 @@ class AuditConfig:
             raise ValueError(f"audit.delta must be in [0, 1) or null, got {self.delta!r}")
         if self.seed is not None and (not is_int(self.seed) or self.seed < 0):
             raise ValueError(f"audit.seed must be an integer >= 0 or null, got {self.seed!r}")
+
+    def _check_baselines(self) -> None:
+        if not is_int(self.reference_rows) or self.reference_rows < 2:
+            raise ValueError(
+                f"audit.reference_rows must be an integer >= 2, got {self.reference_rows!r}"
+            )
+        if self.attacks is not None:
+            object.__setattr__(self, "attacks", tuple(self.attacks))
+            unknown = [a for a in self.attacks if a not in ATTACKS]
+            if unknown or not self.attacks:
+                raise ValueError(
+                    f"audit.attacks must list some of {list(ATTACKS)}, got {list(self.attacks)}"
+                )
+        if self.scheme == "baselines" and self.train_rows is None:
+            raise ValueError(
+                "audit.scheme=baselines trains on audit.train_rows rows and judges as many "
+                "unseen ones: give audit.train_rows=<n> (paper 000: 100 or 200)"
+            )
 
     def _check_shadow_game(self) -> None:
         if not is_int(self.shadows) or self.shadows < 2:
@@ -255,3 +287,19 @@ def load_newest(state: Any, directory: Path, prefix: str) -> None:
         )
     arrays, meta = found
     state.load(arrays["flat"], meta["optimizer_steps"])
+
+
+def audit_header(spec: RunSpec, metrics: dict[str, Any], scheme: str) -> dict[str, Any]:
+    """What every audit's JSON file opens with: the run audited and the epsilon it claims
+    (``None`` without DP), from the metrics of a run of ``spec``."""
+    privacy = metrics.get("privacy") or {}
+    epsilon = privacy.get("epsilon")
+    return {
+        "algorithm": spec.algorithm.variant.value,
+        "dataset": spec.data.source,
+        "seed": spec.seed,
+        "dp": spec.algorithm.dp.mechanism.value,
+        "claimed_epsilon": None if epsilon is None else float(epsilon),
+        "guarantee": privacy.get("guarantee"),
+        "scheme": scheme,
+    }

@@ -47,6 +47,7 @@ from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 from flwr_vflgan.simulations.audit_config import (
     SPLIT_DISCRIMINATORS,
     AuditConfig,
+    audit_header,
     audit_seed,
     kept_rows,
     load_newest,
@@ -312,15 +313,8 @@ def _summary(
 ) -> dict[str, Any]:
     """What the audit's JSON file holds besides the attacks."""
     metrics = json.loads((worlds[1][0].run_dir / "metrics.json").read_text())
-    privacy = metrics.get("privacy") or {}
     return {
-        "algorithm": spec.algorithm.variant.value,
-        "dataset": spec.data.source,
-        "seed": spec.seed,
-        "dp": spec.algorithm.dp.mechanism.value,
-        "claimed_epsilon": privacy.get("epsilon"),
-        "guarantee": privacy.get("guarantee"),
-        "scheme": audit.scheme,
+        **audit_header(spec, metrics, audit.scheme),
         "train_rows": len(table),
         "target": {
             "row": target,

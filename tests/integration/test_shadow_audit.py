@@ -130,6 +130,32 @@ def test_bad_shadow_settings_get_one_line_and_status_2(tmp_path: Path):
         assert done.returncode == 2, (override, done.stderr[-2000:])
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], lines
+    for override, message in (
+        ("audit.train_rows=null", "audit.scheme=baselines trains on audit.train_rows rows"),
+        ("audit.reference_rows=100000", "and the dataset has 48842"),
+        ("audit.attacks=[logan_9]", "audit.attacks must list some of"),
+    ):
+        done = _audit(tmp_path / "bad", "audit.scheme=baselines", override)
+        assert done.returncode == 2, (override, done.stderr[-2000:])
+        assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     wgan = _audit(tmp_path / "wgan", "algorithm=wgan_gp", "audit.scheme=asif")
     assert wgan.returncode == 2
     assert "algorithm=wgan_gp has none: use audit.scheme=assd" in wgan.stderr
+
+
+def test_the_baseline_attacks_judge_the_members_of_one_real_run(tmp_path: Path):
+    done = _audit(tmp_path, "audit.scheme=baselines", "audit.reference_rows=300")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "baselines.json").read_text())
+    assert list(summary["attacks"]) == [
+        "logan_0", "logan_d1", "mc", "gan_leaks_0", "gan_leaks_cal", "domias",
+    ]  # fmt: skip
+    assert summary["members"] == 60 and summary["reference_rows"] == 300
+    for result in summary["attacks"].values():
+        assert 0 <= result["auc"] <= 1 and 0 <= result["accuracy"] <= 1
+    # The run trained on exactly the members (train.parquet) and published its table.
+    run = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert run["data"]["source"].endswith("train.parquet")
+    assert len(pd.read_parquet(tmp_path / "train.parquet")) == 60
+    assert "| this run |" in (tmp_path / "baselines.md").read_text()
+    assert "baselines: AUC LOGAN 0" in done.stdout

@@ -46,7 +46,13 @@ def kinds(dataset: Dataset, kind: ColumnKind) -> list[str]:
 
 
 def test_list_datasets() -> None:
-    assert list_datasets() == ["adult", "german_credit", "mnist_5k", "spambase"]
+    assert list_datasets() == [
+        "adult",
+        "california_housing",
+        "german_credit",
+        "mnist_5k",
+        "spambase",
+    ]
 
 
 def test_unknown_dataset_lists_valid_names() -> None:
@@ -131,6 +137,15 @@ class TestFileDatasets:
         assert all(spam.frame[c].dtype == np.float64 for c in names[:57])
         # spambase.names: 1813 spam messages (39.4%).
         assert spam.frame["spam"].value_counts().to_dict() == {0: 2788, 1: 1813}
+
+    def test_california_housing(self, datasets_dir: Path) -> None:
+        housing = load_dataset("california_housing", data_dir=datasets_dir)
+        # The shared README: 20,640 x 9, 8 continuous features, continuous MedHouseVal.
+        assert housing.frame.shape == (20640, 9)
+        assert housing.schema.names[0] == "MedInc" and housing.schema.label == "MedHouseVal"
+        assert len(kinds(housing, ColumnKind.CONTINUOUS)) == 9
+        assert housing.frame.iloc[0].tolist()[:2] == [8.3252, 41.0]
+        assert not housing.frame.isna().any().any()
 
     def test_mnist_5k(self, datasets_dir: Path) -> None:
         mnist = load_dataset("mnist_5k", data_dir=datasets_dir)
