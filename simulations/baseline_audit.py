@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from flwr_vflgan.atomic import write_atomically
+from flwr_vflgan.evaluation.plots import plot_roc
 from flwr_vflgan.privacy.baselines import ATTACKS, attack_scores, score_attacks
 from flwr_vflgan.runtime.party_data import load_full_table
 from flwr_vflgan.simulations.audit_config import (
@@ -107,6 +108,12 @@ def run_baselines(
             "synthetic_rows": len(synthetic),
             "attacks": {k: v.to_dict() for k, v in score_attacks(scores, len(members)).items()},
         }
+        truth = (np.arange(len(members) + len(non_members)) < len(members)).astype(int)
+        plot_roc(
+            {NAMES[a]: (truth, values) for a, values in scores.items()},
+            audit_dir / "baselines-roc.png",
+            f"Table 3 attacks: {len(members)} members, {len(non_members)} non-members",
+        )
         write_atomically(
             audit_dir / "baselines.json",
             lambda p: p.write_text(json.dumps(summary, indent=2, default=json_default)),
@@ -135,6 +142,7 @@ def baselines_markdown(summary: dict[str, Any]) -> str:
         "|---|" + "---|" * len(attacks),
         f"| this run | {aucs} |",
     ]
+    tail = ["", "![ROC curves](baselines-roc.png)"]
     paper = PAPER_HOUSING.get(summary["members"])
     if paper is not None and list(attacks) == list(NAMES):
         lines.append(
@@ -142,7 +150,7 @@ def baselines_markdown(summary: dict[str, Any]) -> str:
             + " | ".join(f"{v:.2f}" for v in paper[:6])
             + f" |\n\nPaper 000's ASSD on the same split: AUC {paper[6]:.2f}."
         )
-    return "\n".join([*lines, ""])
+    return "\n".join([*lines, *tail, ""])
 
 
 def baselines_summary_line(summary: dict[str, Any]) -> str:

@@ -36,6 +36,7 @@ import torch
 
 from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data.schema import ColumnKind, ColumnSpec, Schema
+from flwr_vflgan.evaluation.plots import plot_roc
 from flwr_vflgan.privacy.shadow import (
     AttackResult,
     attack_tables,
@@ -214,6 +215,11 @@ def run_shadow_audit(
             audit_dir / f"{name}.json",
             lambda p: p.write_text(json.dumps(summary, indent=2, default=json_default)),
         )
+        plot_roc(
+            {label: (np.array(r.labels), np.array(r.scores)) for label, r in results.items()},
+            audit_dir / f"{name}-roc.png",
+            f"{name.upper()}, target row {target}: held-out shadow tables, all repetitions",
+        )
         write_atomically(audit_dir / f"{name}.md", lambda p: p.write_text(shadow_markdown(summary)))
     return summary
 
@@ -353,6 +359,8 @@ def shadow_markdown(summary: dict[str, Any]) -> str:
         )
     paper = PAPER[summary["scheme"]]
     lines += [
+        "",
+        f"![ROC curves]({summary['scheme']}-roc.png)",
         "",
         "0.5 is an adversary that learns nothing about the target's presence; 1 always knows.",
         f"Paper 000, {paper} (Adult, non-DP VFLGAN, 100 shadows per world, 0.7 of them",

@@ -4,7 +4,7 @@ image samples. matplotlib is imported lazily with its non-interactive backend.""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,4 +146,23 @@ def plot_image_samples(
         ax.set_title(title)
         ax.axis("off")
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: Path, title: str) -> Path:
+    """ROC curves of membership attacks: per name, the true labels (1: member) and the
+    scores (higher: more likely a member), with each curve's AUC in the legend."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    for name, (labels, scores) in curves.items():
+        fpr, tpr, _ = roc_curve(labels, scores)
+        ax.plot(fpr, tpr, label=f"{name} (AUC {roc_auc_score(labels, scores):.2f})")
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="chance")
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
     return _save(fig, path)

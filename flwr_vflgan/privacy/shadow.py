@@ -255,12 +255,17 @@ class AttackResult:
         One value per repetition (a fresh split of the tables each time).
     train_tables, test_tables
         Tables per world the forest trained on and was tested on, each repetition.
+    labels, scores
+        Every repetition's test tables, pooled: 1 for a table trained with the target, and
+        the forest's probability of that (for an ROC curve).
     """
 
     accuracies: tuple[float, ...]
     aucs: tuple[float, ...]
     train_tables: int
     test_tables: int
+    labels: tuple[int, ...] = ()
+    scores: tuple[float, ...] = ()
 
     @property
     def accuracy(self) -> tuple[float, float]:
@@ -336,7 +341,7 @@ def shadow_attack(
     if repetitions < 1:
         raise ValueError(f"repetitions must be >= 1, got {repetitions}")
     rng = np.random.default_rng(seed)
-    accuracies, aucs = [], []
+    accuracies, aucs, labels, scores = [], [], [], []
     for repetition in range(repetitions):
         picks = [rng.permutation(shadows) for _ in range(2)]
         x_train = np.concatenate([without[picks[0][:train]], with_target[picks[1][:train]]])
@@ -347,7 +352,11 @@ def shadow_attack(
         score = forest.fit(x_train, y_train).predict_proba(x_test)[:, 1]
         accuracies.append(float(np.mean((score > 0.5) == (y_test == 1))))
         aucs.append(float(roc_auc_score(y_test, score)))
-    return AttackResult(tuple(accuracies), tuple(aucs), train, shadows - train)
+        labels += y_test.tolist()
+        scores += score.tolist()
+    return AttackResult(
+        tuple(accuracies), tuple(aucs), train, shadows - train, tuple(labels), tuple(scores)
+    )
 
 
 Generate = Callable[[pd.DataFrame, int], pd.DataFrame]

@@ -62,6 +62,7 @@ def test_shadows_train_on_the_two_worlds_and_a_lost_shadow_is_trained_again(tmp_
         assert (attack["train_tables_per_world"], attack["test_tables_per_world"]) == (2, 1)
     assert "assd: 6/6 shadows trained" in done.stdout and "naive AUC" in done.stdout
     assert "| naive |" in (tmp_path / "assd.md").read_text()
+    assert (tmp_path / "assd-roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     kept = (tmp_path / "shadows" / "with-000" / "synthetic.csv").stat().st_mtime_ns
     lost = tmp_path / "shadows" / "without-001"
@@ -158,4 +159,5 @@ def test_the_baseline_attacks_judge_the_members_of_one_real_run(tmp_path: Path):
     assert run["data"]["source"].endswith("train.parquet")
     assert len(pd.read_parquet(tmp_path / "train.parquet")) == 60
     assert "| this run |" in (tmp_path / "baselines.md").read_text()
+    assert (tmp_path / "baselines-roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "baselines: AUC LOGAN 0" in done.stdout

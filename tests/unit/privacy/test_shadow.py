@@ -132,6 +132,8 @@ def test_the_forest_separates_separable_worlds_and_not_identical_ones():
     apart = shadow_attack(rng.normal(0, 1, (40, 3)), rng.normal(5, 1, (40, 3)), seed=2)
     assert apart.auc == (1.0, 0.0) and apart.accuracy == (1.0, 0.0)
     assert (apart.train_tables, apart.test_tables) == (28, 12)
+    # The ROC's points: every repetition's 12 + 12 held-out tables, labelled by world.
+    assert len(apart.labels) == len(apart.scores) == 5 * 24 and sum(apart.labels) == 5 * 12
     same = shadow_attack(rng.normal(size=(100, 3)), rng.normal(size=(100, 3)), seed=3)
     # 30 + 30 test tables: one AUC's standard error is about 0.075; the mean of five
     # overlapping splits stays within two of it.
