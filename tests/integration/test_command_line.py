@@ -64,6 +64,8 @@ def test_every_hydra_entry_point_reports_bad_input_in_one_line(tmp_path: Path):
         "simulations.reproduce",
         "simulations.bench",
         "simulations.audit",
+        "simulations.audit_tables",
+        "simulations.bench_shadows",
     ):
         done = _run(module, "nosuch.key=1", f"hydra.run.dir={tmp_path / module}")
         assert done.returncode == 2, (module, done.stderr[-2000:])
