@@ -126,8 +126,8 @@ def train_shadows(
     """Train every shadow with ``audit.executor``, reporting progress after each."""
     todo = [s for s in specs if finished_metrics(s) is None]
     if len(todo) < len(specs):
-        report(f"assd: {len(specs) - len(todo)} of {len(specs)} shadows already trained")
-    progress = Progress(len(todo), report)
+        report(f"{audit.scheme}: {len(specs) - len(todo)} of {len(specs)} shadows already trained")
+    progress = Progress(len(todo), report, audit.scheme)
     if audit.executor == "ray":
         _train_on_ray(todo, audit, progress)
     else:
@@ -139,8 +139,8 @@ def train_shadows(
 class Progress:
     """Shadows trained of those to train, and an estimate of the time left."""
 
-    def __init__(self, total: int, report: Callable[[str], None]) -> None:
-        self.total, self.finished, self.report = total, 0, report
+    def __init__(self, total: int, report: Callable[[str], None], prefix: str) -> None:
+        self.total, self.finished, self.report, self.prefix = total, 0, report, prefix
         self.start = time.perf_counter()
 
     def done(self) -> None:
@@ -149,7 +149,8 @@ class Progress:
         elapsed = time.perf_counter() - self.start
         left = elapsed / self.finished * (self.total - self.finished)
         self.report(
-            f"assd: {self.finished}/{self.total} shadows trained, about {left / 60:.1f} min left"
+            f"{self.prefix}: {self.finished}/{self.total} shadows trained, about "
+            f"{left / 60:.1f} min left"
         )
 
 
@@ -196,6 +197,11 @@ def run_shadow_audit(
         raise ValueError(
             f"audit.scheme=asif reads the features of VFLGAN's split discriminators; "
             f"algorithm={spec.algorithm.variant.value} has none: use audit.scheme=assd"
+        )
+    if audit.scheme == "asif" and not spec.output.checkpoint:
+        raise ValueError(
+            "audit.scheme=asif reads each shadow's discriminators from its checkpoints: "
+            "keep output.checkpoint=true"
         )
     audit_dir.mkdir(parents=True, exist_ok=True)
     with run_directory_lock(audit_dir):

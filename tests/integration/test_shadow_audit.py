@@ -82,7 +82,7 @@ def test_shadows_train_on_the_two_worlds_and_a_lost_shadow_is_trained_again(tmp_
     # ASIF reads the same shadows' discriminators: nothing trains again.
     features = _audit(tmp_path, "audit.scheme=asif")
     assert features.returncode == 0, features.stderr[-3000:]
-    assert "6 of 6 shadows already trained" in features.stdout
+    assert "asif: 6 of 6 shadows already trained" in features.stdout
     asif = json.loads((tmp_path / "asif.json").read_text())
     assert asif["target"] == summary["target"] and asif["scheme"] == "asif"
     assert set(asif["attacks"]) == {
@@ -141,6 +141,8 @@ def test_bad_shadow_settings_get_one_line_and_status_2(tmp_path: Path):
         done = _audit(tmp_path / "bad", "audit.scheme=baselines", override)
         assert done.returncode == 2, (override, done.stderr[-2000:])
         assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    kept = _audit(tmp_path / "nock", "audit.scheme=asif", "output.checkpoint=false")
+    assert kept.returncode == 2 and "keep output.checkpoint=true" in kept.stderr
     wgan = _audit(tmp_path / "wgan", "algorithm=wgan_gp", "audit.scheme=asif")
     assert wgan.returncode == 2
     assert "algorithm=wgan_gp has none: use audit.scheme=assd" in wgan.stderr
