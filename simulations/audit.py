@@ -1,9 +1,18 @@
-"""Audit a run's privacy claim empirically: a lower bound on epsilon from one training run.
+"""Audit a run's privacy empirically: a lower bound on epsilon from one training run, or
+paper 000's membership audits.
 
     python -m simulations.audit                                         # VFLGAN, no DP
     python -m simulations.audit dp=end_to_end dp.target_epsilon=1
     python -m simulations.audit dp=vflgan_gaussian dp.target_epsilon=10 audit.canaries=500
     python -m simulations.audit algorithm=wgan_gp dp=end_to_end hydra.run.dir=runs/audit-wgan
+    python -m simulations.audit audit.scheme=assd train.epochs=100      # paper 000's ASSD
+    python -m simulations.audit audit.scheme=asif train.epochs=100      # ... and ASIF
+    python -m simulations.audit audit.scheme=baselines audit.train_rows=100 \
+        dataset=california_housing train.batch_size=16                  # Table 3's attacks
+
+Schemes ``assd`` and ``asif`` are :mod:`~flwr_vflgan.simulations.shadow_audit`'s,
+``baselines`` is :mod:`~flwr_vflgan.simulations.baseline_audit`'s; the rest of this
+module is the one-run audit.
 
 Scheme ``one_run`` (Steinke, Nasr and Jagielski 2023; :mod:`flwr_vflgan.privacy.audit`):
 ``audit.canaries`` rows drawn uniformly from the columns' public ranges each join the

@@ -16,7 +16,8 @@ from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.checked import is_int
 from flwr_vflgan.config import Variant
 from flwr_vflgan.privacy.baselines import ATTACKS
-from flwr_vflgan.privacy.shadow import FEATURE_MAPS, VULNERABILITY
+from flwr_vflgan.privacy.table_features import FEATURE_MAPS
+from flwr_vflgan.privacy.vulnerable import VULNERABILITY
 from flwr_vflgan.runtime.checkpoint import latest_checkpoint
 from flwr_vflgan.runtime.party_data import load_full_table
 from flwr_vflgan.simulations.config import RunSpec, register_configs

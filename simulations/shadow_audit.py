@@ -42,8 +42,8 @@ from flwr_vflgan.privacy.shadow import (
     attack_tables,
     shadow_seeds,
     training_tables,
-    vulnerable_records,
 )
+from flwr_vflgan.privacy.vulnerable import vulnerable_records
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 from flwr_vflgan.simulations.audit_config import (
     SPLIT_DISCRIMINATORS,

@@ -15,7 +15,7 @@ import pandas as pd
 from audit_command import run_audit
 
 from flwr_vflgan.data.registry import load_dataset
-from flwr_vflgan.privacy.shadow import vulnerable_records
+from flwr_vflgan.privacy.vulnerable import vulnerable_records
 
 SMALL = (
     "audit.scheme=assd",

@@ -12,13 +12,15 @@ import pytest
 
 from flwr_vflgan.data.schema import ColumnKind, ColumnSpec, Schema
 from flwr_vflgan.privacy.shadow import (
-    TableFeatures,
-    nearest_neighbour_distances,
-    outlier_counts,
     shadow_attack,
     shadow_game,
     shadow_seeds,
     training_tables,
+)
+from flwr_vflgan.privacy.table_features import TableFeatures
+from flwr_vflgan.privacy.vulnerable import (
+    nearest_neighbour_distances,
+    outlier_counts,
     vulnerable_records,
 )
 
