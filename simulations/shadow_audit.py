@@ -22,7 +22,6 @@ that cluster needs this package installed and the dataset at the same path.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -58,8 +57,6 @@ from flwr_vflgan.simulations.config import RunSpec
 from flwr_vflgan.simulations.families import run_experiment
 from flwr_vflgan.simulations.outputs import json_default, run_directory_lock
 from flwr_vflgan.simulations.reproduce_vflgan import finished_metrics
-
-log = logging.getLogger(__name__)
 
 PAPER = {
     "assd": "Table 2, accuracy on Record 1: 0.65 (naive), 0.59 (correlation); Record 2: 0.58, 0.55",
@@ -115,9 +112,9 @@ def shadow_specs(
 
 
 def train_shadow(spec: RunSpec) -> None:
-    """Train one shadow unless its run finished under the same configuration."""
-    if finished_metrics(spec) is None:
-        run_experiment(spec)
+    """Train one shadow (a Ray task's body; :func:`train_shadows` has left out the
+    finished ones)."""
+    run_experiment(spec)
 
 
 def train_shadows(
