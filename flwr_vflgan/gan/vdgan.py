@@ -1,0 +1,232 @@
+"""VDGAN's computations (paper 004, Algorithm 3): a global generator on the server and one
+WGAN-GP critic per client, without Flower.
+
+One iteration:
+
+1. the server draws ``m`` noise rows, generates the joint synthetic batch
+   ``X~ = G(z)`` and splits it by client: client ``k`` receives ``X~_k``, its columns
+   (:meth:`VDGANServer.synthesize`);
+2. client ``k`` updates its critic ``D_k`` ``s`` times (``train.n_critic``) by WGAN-GP
+   on its own real rows against ``X~_k`` (the same synthetic batch each time, a fresh
+   real batch each time), then
+3. returns ``g_k``, the gradient of its share of the generator loss,
+   ``-mean D_k(X~_k)``, with respect to ``X~_k`` (:meth:`VDGANClient.step`);
+4. the server updates ``G`` with ``sum_k J_k^T g_k`` (eq. 4.2), the chain rule through
+   its own Jacobian (:meth:`VDGANServer.update`).
+
+Only synthetic columns go down and only their gradients come up: no client sends a
+model, a feature of a real row or a row index. The server knows ``z`` (it is its own
+draw, as in the thesis).
+
+Decisions (docs/vertigan.md, "VDGAN"): losses are batch means (the thesis writes sums;
+with Adam the scale is immaterial); ``G`` has the centralized WGAN-GP's capacity
+(``model.generator_hidden`` times the number of clients) and ``D_k`` is the VFLGAN family's
+local discriminator with its second part on the client's columns; the client's real
+batches come from the seed the clients share, so every client's ``j``-th critic step
+reads the same rows (what the joint DP account below needs, and what keeps a client's
+steps reproducible across runtimes).
+
+Not here yet (issue 19): the Flower strategy and client, the warm-up, VDGAN-DPSGD and
+VDGAN-PATE wired to the critics (the voting mechanism and its account are
+:mod:`flwr_vflgan.privacy.pate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from flwr_vflgan.gan.losses import critic_loss, generator_loss
+from flwr_vflgan.nn.models import (
+    LocalDiscriminator,
+    PartyGenerator,
+    SpanLike,
+    frozen_batchnorm_stats,
+    seeded_init,
+)
+from flwr_vflgan.runtime.flat import FlatState
+from flwr_vflgan.runtime.rng import (
+    Stream,
+    derive_seed,
+    discriminator_batch,
+    latent_noise,
+    torch_generator,
+    uniform_alpha,
+)
+
+from .config import GANSettings
+
+
+@dataclass(frozen=True)
+class _Shifted:
+    """A client's span at its offset in the joint table."""
+
+    start: int
+    width: int
+    activation: str
+
+
+def joint_spans(party_spans: Sequence[Sequence[SpanLike]]) -> list[_Shifted]:
+    """The clients' output spans laid end to end, in client order."""
+    out, offset = [], 0
+    for spans in party_spans:
+        for span in spans:
+            out.append(_Shifted(offset + span.start, span.width, span.activation))
+        offset += sum(span.width for span in spans)
+    return out
+
+
+class VDGANServer:
+    """The global generator ``G`` and its optimizer (Algorithm 3, steps 1 and 4).
+
+    Parameters
+    ----------
+    config
+        Model and training settings.
+    party_spans
+        Each client's output spans (the attributes' encoding is public in the thesis).
+    seed
+        The server's seed: its noise ``z`` and Gumbel draws.
+    """
+
+    def __init__(
+        self, config: GANSettings, party_spans: Sequence[Sequence[SpanLike]], seed: int
+    ) -> None:
+        if len(party_spans) < 1:
+            raise ValueError("VDGAN needs at least one client")
+        model, train = config.model, config.train
+        self.config = config
+        self.seed = seed
+        self.widths = [sum(span.width for span in spans) for spans in party_spans]
+        with seeded_init(derive_seed(seed, Stream.INIT)):
+            self.generator = PartyGenerator(
+                model.latent_dim,
+                [w * len(party_spans) for w in model.generator_hidden],
+                joint_spans(party_spans),
+                batchnorm_eps=model.batchnorm_eps,
+                leaky_slope=model.leaky_slope,
+                gumbel_tau=model.gumbel_tau,
+                gumbel_hard=model.gumbel_hard,
+            )
+        self.opt = torch.optim.Adam(
+            self.generator.parameters(), lr=train.lr, betas=train.betas, foreach=True
+        )
+        self.state = FlatState([self.generator], [self.opt])
+
+    def _joint(self, iteration: int) -> torch.Tensor:
+        z = latent_noise(
+            self.seed, iteration, self.config.train.batch_size, self.config.model.latent_dim
+        )
+        return self.generator(z, torch_generator(self.seed, Stream.GUMBEL, iteration))
+
+    def synthesize(self, iteration: int) -> list[torch.Tensor]:
+        """Step 1: iteration ``iteration``'s synthetic batch, split by client (moves the
+        generator's BatchNorm statistics once)."""
+        with torch.no_grad():
+            joint = self._joint(iteration)
+        return list(torch.split(joint, self.widths, dim=1))
+
+    def update(self, iteration: int, grads: Sequence[torch.Tensor]) -> None:
+        """Step 4: ``G`` takes ``sum_k J_k^T g_k`` (eq. 4.2), on the batch of
+        :meth:`synthesize` recomputed with the same draws."""
+        if len(grads) != len(self.widths):
+            raise ValueError(f"expected {len(self.widths)} clients' gradients, got {len(grads)}")
+        for k, (grad, width) in enumerate(zip(grads, self.widths, strict=True)):
+            want = (self.config.train.batch_size, width)
+            if tuple(grad.shape) != want or not torch.isfinite(grad).all():
+                raise ValueError(
+                    f"client {k}'s gradient must be finite {want}, got {tuple(grad.shape)}"
+                )
+        with frozen_batchnorm_stats(self.generator):
+            joint = self._joint(iteration)
+        surrogate = (joint * torch.cat(list(grads), dim=1)).sum()
+        self.opt.zero_grad(set_to_none=True)
+        surrogate.backward()
+        self.opt.step()
+
+
+class VDGANClient:
+    """Client ``k``'s critic ``D_k`` and its optimizer (Algorithm 3, steps 2 and 3).
+
+    Parameters
+    ----------
+    config
+        Model and training settings.
+    spans
+        The client's output spans.
+    data
+        The client's encoded rows, ``float32 (n, width)``.
+    shared_seed
+        The clients' common seed (their real batches and penalty weights); the server
+        does not know it.
+    party
+        The client's index (its critic's initialisation).
+    """
+
+    def __init__(
+        self,
+        config: GANSettings,
+        spans: Sequence[SpanLike],
+        data: torch.Tensor,
+        shared_seed: int,
+        party: int,
+    ) -> None:
+        width = sum(span.width for span in spans)
+        if data.ndim != 2 or data.shape[1] != width or data.dtype != torch.float32:
+            raise ValueError(f"client data must be float32 (n, {width}), got {tuple(data.shape)}")
+        model, train = config.model, config.train
+        self.config = config
+        self.data = data
+        self.shared_seed = shared_seed
+        with seeded_init(derive_seed(shared_seed, Stream.INIT, 0, party + 1)):
+            self.critic = LocalDiscriminator(
+                width,
+                model.disc_hidden,
+                model.feature_dim,
+                local_head=True,
+                leaky_slope=model.leaky_slope,
+            )
+        self.opt = torch.optim.Adam(
+            self.critic.parameters(), lr=train.lr, betas=train.betas, foreach=True
+        )
+        self.state = FlatState([self.critic], [self.opt])
+
+    def step(self, iteration: int, fake: torch.Tensor) -> torch.Tensor:
+        """Steps 2 and 3: ``n_critic`` WGAN-GP updates of ``D_k`` against ``fake``, then
+        the gradient of ``-mean D_k(fake)`` with respect to ``fake``."""
+        train = self.config.train
+        if tuple(fake.shape) != (train.batch_size, self.data.shape[1]):
+            raise ValueError(
+                f"synthetic batch must be {(train.batch_size, self.data.shape[1])}, "
+                f"got {tuple(fake.shape)}"
+            )
+        fake = fake.detach()
+        for inner in range(train.n_critic):
+            step = iteration * train.n_critic + inner
+            rows = discriminator_batch(self.shared_seed, step, self.data.shape[0], train.batch_size)
+            alpha = uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, train.batch_size)
+            loss, _ = critic_loss(self.critic, self.data[rows], fake, alpha, train.gp_weight)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+        leaf = fake.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(generator_loss(self.critic(leaf)), leaf)
+        return grad
+
+
+class LocalVDGAN:
+    """The server and the clients of a VDGAN run in one process, in the protocol's order."""
+
+    def __init__(self, server: VDGANServer, clients: Sequence[VDGANClient]) -> None:
+        if len(clients) != len(server.widths):
+            raise ValueError(f"the server expects {len(server.widths)} clients, got {len(clients)}")
+        self.server = server
+        self.clients = list(clients)
+
+    def iteration(self, iteration: int) -> None:
+        """Algorithm 3 once: synthesize, every client's critic steps and gradient, update."""
+        fakes = self.server.synthesize(iteration)
+        grads = [c.step(iteration, f) for c, f in zip(self.clients, fakes, strict=True)]
+        self.server.update(iteration, grads)

@@ -1,0 +1,111 @@
+"""VDGAN's core (paper 004, Algorithm 3) against the same objective in one graph."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from flwr_vflgan.gan.losses import critic_loss, generator_loss
+from flwr_vflgan.gan.vdgan import LocalVDGAN, VDGANClient, VDGANServer, joint_spans
+from flwr_vflgan.nn.models import frozen_batchnorm_stats
+from flwr_vflgan.runtime.rng import Stream, discriminator_batch, uniform_alpha
+
+N_ROWS = 40
+
+
+def _run(make_config, party_spans, party_tables, n: int = 3):
+    config = make_config("vflgan", n_critic=2)
+    tables = party_tables(n, N_ROWS)
+    server = VDGANServer(config, party_spans[:n], seed=7)
+    clients = [
+        VDGANClient(config, s, t, 11, k)
+        for k, (s, t) in enumerate(zip(party_spans[:n], tables, strict=True))
+    ]
+    return config, tables, server, clients
+
+
+def test_the_joint_spans_lie_end_to_end(party_spans):
+    spans = joint_spans(party_spans)
+    assert [(s.start, s.width) for s in spans] == [(0, 1), (1, 3), (4, 2), (6, 1), (7, 2)]
+    assert [s.activation for s in spans][:2] == ["identity", "gumbel_softmax"]
+
+
+def test_the_server_sends_each_client_its_columns_only(make_config, party_spans, party_tables):
+    _, _, server, _ = _run(make_config, party_spans, party_tables)
+    fakes = server.synthesize(0)
+    assert [tuple(f.shape) for f in fakes] == [(8, 4), (8, 2), (8, 3)]
+    # A one-hot span of client 0 comes out one-hot (hard Gumbel-softmax).
+    assert torch.equal(fakes[0][:, 1:4].sum(dim=1), torch.ones(8))
+
+
+def test_an_iteration_is_algorithm_3_in_one_graph(make_config, party_spans, party_tables):
+    """n_critic WGAN-GP updates per critic on the same synthetic batch, then G steps on
+    sum_k J_k^T g_k (eq. 4.2): the gradient of sum_k -mean D_k(G(z)_k) in one graph."""
+    config, tables, server, clients = _run(make_config, party_spans, party_tables)
+    reference_g = copy.deepcopy(server.generator)
+    reference_d = [copy.deepcopy(c.critic) for c in clients]
+    LocalVDGAN(server, clients).iteration(0)
+
+    # The same iteration written out in one process, one graph.
+    g_opt = torch.optim.Adam(reference_g.parameters(), lr=config.train.lr, betas=config.train.betas)
+    fake_all = _joint(server, reference_g, 0)
+    with torch.no_grad():
+        fakes = torch.split(fake_all.detach(), server.widths, dim=1)
+    for k, (critic, table, fake) in enumerate(zip(reference_d, tables, fakes, strict=True)):
+        opt = torch.optim.Adam(critic.parameters(), lr=config.train.lr, betas=config.train.betas)
+        for inner in range(config.train.n_critic):
+            rows = discriminator_batch(11, inner, N_ROWS, 8)
+            alpha = uniform_alpha(11, Stream.LOCAL_ALPHA, inner, 8)
+            loss, _ = critic_loss(critic, table[rows], fake, alpha, config.train.gp_weight)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        for a, b in zip(critic.parameters(), clients[k].critic.parameters(), strict=True):
+            torch.testing.assert_close(a, b)
+    with frozen_batchnorm_stats(reference_g):
+        joint = _joint(server, reference_g, 0)
+    parts = torch.split(joint, server.widths, dim=1)
+    total = sum(generator_loss(d(p)) for d, p in zip(reference_d, parts, strict=True))
+    g_opt.zero_grad()
+    total.backward()
+    g_opt.step()
+    for a, b in zip(reference_g.parameters(), server.generator.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def _joint(server: VDGANServer, generator, iteration: int) -> torch.Tensor:
+    from flwr_vflgan.runtime.rng import latent_noise, torch_generator
+
+    z = latent_noise(
+        server.seed, iteration, server.config.train.batch_size, server.config.model.latent_dim
+    )
+    return generator(z, torch_generator(server.seed, Stream.GUMBEL, iteration))
+
+
+def test_training_moves_every_model_and_is_reproducible(make_config, party_spans, party_tables):
+    states = []
+    for _ in range(2):
+        _, _, server, clients = _run(make_config, party_spans, party_tables)
+        start = server.state.to_numpy()
+        local = LocalVDGAN(server, clients)
+        for t in range(4):
+            local.iteration(t)
+        assert not np.array_equal(server.state.to_numpy(), start)
+        states.append([server.state.to_numpy(), *(c.state.to_numpy() for c in clients)])
+    for a, b in zip(*states, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bad_shapes_are_refused(make_config, party_spans, party_tables):
+    _, _, server, clients = _run(make_config, party_spans, party_tables)
+    with pytest.raises(ValueError, match=r"synthetic batch must be \(8, 4\), got \(8, 3\)"):
+        clients[0].step(0, torch.zeros(8, 3))
+    with pytest.raises(ValueError, match="expected 3 clients' gradients, got 2"):
+        server.update(0, [torch.zeros(8, 4), torch.zeros(8, 2)])
+    with pytest.raises(ValueError, match=r"client 1's gradient must be finite \(8, 2\)"):
+        server.update(0, [torch.zeros(8, 4), torch.full((8, 2), float("nan")), torch.zeros(8, 3)])
+    with pytest.raises(ValueError, match="the server expects 3 clients, got 2"):
+        LocalVDGAN(server, clients[:2])
