@@ -24,7 +24,12 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data.files import domain_sidecar
 from flwr_vflgan.gan.config import GANSettings
-from flwr_vflgan.gan.exchanges import party_apply_block, party_forward_block
+from flwr_vflgan.gan.exchanges import (
+    party_apply_block,
+    party_forward_block,
+    party_trainer,
+    wire_width,
+)
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.gan.vflgan import PartyTrainer
 from flwr_vflgan.privacy import BudgetExceededError, Mechanism, PrivacyPlan, plan_privacy
@@ -160,7 +165,7 @@ class VFLGANClient:
             return self._trainers[key]
         if config is None:
             config = VFLGANConfig.from_dict(json.loads(config_json))
-        trainer = PartyTrainer(
+        trainer = party_trainer(
             config,
             data.encoder.spans,
             data.encoded,
@@ -218,9 +223,7 @@ class VFLGANClient:
                 )
             return _layout(trainer, schedule, block)
 
-        instruction = StepInstruction.from_content(
-            msg.content, layout, trainer.config.model.feature_dim
-        )
+        instruction = StepInstruction.from_content(msg.content, layout, wire_width(trainer.config))
         if instruction.promote_best:
             _promote(snapshots, meta.partition_id)
             snapshots_changed = True
@@ -365,7 +368,7 @@ def _privacy_meta(
     the schedule (or taken from the configuration); the party then refuses any step its
     budget does not allow, whatever the server asks. Under ``dp=end_to_end`` the party
     accounts the step's ``M + 1`` releases jointly and refuses to train with an encoder
-    fitted on its rows.
+    fitted on its rows; VertiGAN under ``dp=dpsgd`` accounts its ``M`` jointly.
     """
     if not config.dp.enabled:
         return None
@@ -380,6 +383,12 @@ def _privacy_meta(
         if setup.n_parties < 1:
             raise ProtocolError("dp=end_to_end needs n_parties in the setup message")
         parts = setup.n_parties + 1
+    elif config.shares_backbone and config.dp.mechanism is Mechanism.DPSGD:
+        # VertiGAN's only models that read real rows are the parties' discriminators,
+        # each a release about the same rows: one joint account of the M.
+        if setup.n_parties < 1:
+            raise ProtocolError("vertigan under dp=dpsgd needs n_parties in the setup message")
+        parts = setup.n_parties
     schedule = _schedule(config, data.n_rows)
     plan = plan_privacy(
         config.dp,

@@ -34,6 +34,9 @@ class Variant(StrEnum):
     """Paper 000, Appendix A.5: the local second parts and their losses are removed."""
     WGAN_GP = "wgan_gp"
     """Centralized WGAN-GP on the concatenated table: the quality upper bound."""
+    VERTIGAN = "vertigan"
+    """VertiGAN (paper 000, Section 2.3): a generator backbone shared by summed gradients,
+    a private head and a private WGAN-GP discriminator per party; no shared discriminator."""
     VTGAN = "vtgan"
     """VT-GAN (paper 001): conditional tabular GAN split between server and clients."""
     CTGAN = "ctgan"
@@ -82,6 +85,12 @@ class VFLGANConfig:
         if isinstance(self.marginals, dict):
             object.__setattr__(self, "marginals", MarginalSettings.from_dict(self.marginals))
         self._check_marginal()
+        if self.variant is Variant.VERTIGAN and self.dp.mechanism is Mechanism.END_TO_END:
+            raise ValueError(
+                "dp=end_to_end accounts VFLGAN's shared discriminator with the parties' "
+                "discriminators; vertigan has none: use dp=dpsgd (VertiGAN's own DP-SGD, one "
+                "joint account over the parties) or dp=vflgan_gaussian (paper 000's Table 1)"
+            )
         if self.gafm.ablation is not None and self.variant is not Variant.GAFM:
             raise ValueError(
                 f"gafm.ablation={self.gafm.ablation} ablates GAFM's gradient; "
@@ -101,7 +110,7 @@ class VFLGANConfig:
         if self.train.generator_average is not None and not self.is_vflgan_family:
             raise ValueError(
                 f"train.generator_average averages the VFLGAN family's generators "
-                f"(vflgan, vflgan_base, wgan_gp); {self.variant.value} does not use it: "
+                f"(vflgan, vflgan_base, wgan_gp, vertigan); {self.variant.value} does not use it: "
                 "remove it"
             )
 
@@ -128,8 +137,13 @@ class VFLGANConfig:
 
     @property
     def is_vflgan_family(self) -> bool:
-        """Whether this is VFLGAN, VFLGAN-base or the centralized WGAN-GP."""
-        return self.variant in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP)
+        """Whether this is VFLGAN, VFLGAN-base, the centralized WGAN-GP or VertiGAN."""
+        return self.variant in (
+            Variant.VFLGAN,
+            Variant.VFLGAN_BASE,
+            Variant.WGAN_GP,
+            Variant.VERTIGAN,
+        )
 
     @property
     def is_vtgan(self) -> bool:
@@ -143,8 +157,15 @@ class VFLGANConfig:
 
     @property
     def has_local_head(self) -> bool:
-        """Whether local discriminators have a second part and their own loss."""
-        return self.variant is Variant.VFLGAN
+        """Whether local discriminators have a second part and their own loss (VFLGAN's
+        and VertiGAN's, whose whole objective it is)."""
+        return self.variant in (Variant.VFLGAN, Variant.VERTIGAN)
+
+    @property
+    def shares_backbone(self) -> bool:
+        """Whether the parties share a generator backbone and the server holds no
+        discriminator (VertiGAN)."""
+        return self.variant is Variant.VERTIGAN
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-serialisable form (the inverse of :meth:`from_dict`)."""

@@ -30,12 +30,17 @@ It measures (the last line printed is one JSON object):
 
 Step times exclude setup and publication (the strategy times its training loop alone)
 and come after ``bench.warmup`` steps.
+
+``algorithm=vertigan`` measures its in-process step beside VFLGAN's in the same run
+(``vertigan_over_vflgan``), its DP mechanisms' steps and the runtimes
+(:func:`measure_vertigan`); VertiGAN has no single-graph loop of its own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +53,7 @@ import torch
 from omegaconf import DictConfig
 
 from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.config import Variant
 from flwr_vflgan.data.domain import required_domain
 from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule
@@ -267,35 +273,50 @@ def measure_dp(results: dict[str, Any], spec: Any, warmup: int, steps: int) -> N
         )
 
 
+def measure_vertigan(results: dict[str, Any], spec: Any, warmup: int, steps: int) -> None:
+    """``algorithm=vertigan``: its in-process step beside VFLGAN's on the same data and
+    networks (``vertigan_over_vflgan``, issue 19's target: at most 1.2), the median of
+    three alternating measurements each, and its DP mechanisms' steps."""
+    vflgan = replace(spec, algorithm=replace(spec.algorithm, variant=Variant.VFLGAN))
+    own, theirs = [], []
+    for _ in range(3):
+        own.append(inprocess_step_ms(spec, warmup, steps))
+        theirs.append(inprocess_step_ms(vflgan, warmup, steps))
+    results["inprocess_step_ms"] = statistics.median(own)
+    results["inprocess_vflgan_step_ms"] = statistics.median(theirs)
+    results["vertigan_over_vflgan"] = results["inprocess_step_ms"] / statistics.median(theirs)
+    print(
+        f"in-process, vertigan {results['inprocess_step_ms']:8.2f} ms/step, vflgan "
+        f"{results['inprocess_vflgan_step_ms']:8.2f} ms/step "
+        f"({results['vertigan_over_vflgan']:.2f}x)",
+        flush=True,
+    )
+    for name, mechanism in (("dp_gaussian", "vflgan_gaussian"), ("dpsgd", "dpsgd")):
+        key = f"inprocess_{name}_step_ms"
+        results[key] = inprocess_step_ms(with_dp(spec, mechanism), warmup, steps)
+        print(f"in-process, vertigan, {mechanism:15s} {results[key]:8.2f} ms/step", flush=True)
+
+
 def measure(cfg: DictConfig) -> dict[str, Any]:
     """The VFLGAN family's benchmark: every measurement above, printed as it is taken;
-    returns the record."""
+    returns the record (``algorithm=vertigan``: :func:`measure_vertigan` and the
+    runtimes)."""
     bench = cfg.get("bench", {})
     warmup, steps = int(bench.get("warmup", 30)), int(bench.get("steps", 300))
-    sim_steps = int(bench.get("simulation_steps", 30))
     spec = to_run_spec(cfg, os.getcwd())
     torch.set_num_threads(spec.runtime.torch_threads)
     results: dict[str, Any] = {
         "dataset": spec.data.source,
+        "algorithm": spec.algorithm.variant.value,
         "n_parties": spec.data.n_parties,
         "batch_size": spec.algorithm.train.batch_size,
         "steps": steps,
         "torch_threads": spec.runtime.torch_threads,
     }
-    results["plain_step_ms"] = plain_step_ms(spec, warmup, steps)
-    print(f"plain loop          {results['plain_step_ms']:8.2f} ms/step", flush=True)
-    results["inprocess_step_ms"] = inprocess_step_ms(spec, warmup, steps)
-    results["inprocess_over_plain"] = results["inprocess_step_ms"] / results["plain_step_ms"]
-    print(
-        f"in-process grid     {results['inprocess_step_ms']:8.2f} ms/step "
-        f"({results['inprocess_over_plain']:.2f}x plain)",
-        flush=True,
-    )
-    results["party_peak_rss_mb"] = party_peak_rss_mb(spec)
-    print(f"one party's peak RSS {results['party_peak_rss_mb']:7.0f} MiB", flush=True)
-    measure_dp(results, spec, warmup, steps)
-    results["simulation_exchange_ms"] = simulation_exchange_ms(spec, sim_steps)
-    print(f"simulation engine   {results['simulation_exchange_ms']:8.2f} ms/exchange", flush=True)
+    if spec.algorithm.shares_backbone:
+        measure_vertigan(results, spec, warmup, steps)
+    else:
+        measure_vflgan(results, spec, warmup, steps, int(bench.get("simulation_steps", 30)))
     k = int(bench.get("k", spec.algorithm.train.steps_per_exchange))
     job = int(bench.get("job_steps", 27450))
     results["steps_per_exchange"] = k
@@ -310,3 +331,24 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
             flush=True,
         )
     return results
+
+
+def measure_vflgan(
+    results: dict[str, Any], spec: Any, warmup: int, steps: int, sim_steps: int
+) -> None:
+    """VFLGAN's (and VFLGAN-base's) measurements: plain loop, in-process grid, a party's
+    memory, the DP mechanisms, the simulation engine."""
+    results["plain_step_ms"] = plain_step_ms(spec, warmup, steps)
+    print(f"plain loop          {results['plain_step_ms']:8.2f} ms/step", flush=True)
+    results["inprocess_step_ms"] = inprocess_step_ms(spec, warmup, steps)
+    results["inprocess_over_plain"] = results["inprocess_step_ms"] / results["plain_step_ms"]
+    print(
+        f"in-process grid     {results['inprocess_step_ms']:8.2f} ms/step "
+        f"({results['inprocess_over_plain']:.2f}x plain)",
+        flush=True,
+    )
+    results["party_peak_rss_mb"] = party_peak_rss_mb(spec)
+    print(f"one party's peak RSS {results['party_peak_rss_mb']:7.0f} MiB", flush=True)
+    measure_dp(results, spec, warmup, steps)
+    results["simulation_exchange_ms"] = simulation_exchange_ms(spec, sim_steps)
+    print(f"simulation engine   {results['simulation_exchange_ms']:8.2f} ms/exchange", flush=True)

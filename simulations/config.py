@@ -26,6 +26,8 @@ from flwr_vflgan.vtgan.config import VTGANSettings
 
 RuntimeKind = Literal["inprocess", "simulation", "deployment"]
 _RUNTIMES = ("inprocess", "simulation", "deployment")
+FEDERATED_GANS = (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.VERTIGAN)
+"""The VFLGAN family's federated algorithms (its strategy and party client)."""
 
 
 @dataclass(frozen=True)
@@ -362,7 +364,7 @@ class ReproduceConfig:
     """
 
     datasets: tuple[str, ...] = ("adult", "german_credit")
-    algorithms: tuple[str, ...] = ("wgan_gp", "vflgan_base", "vflgan")
+    algorithms: tuple[str, ...] = ("wgan_gp", "vertigan", "vflgan_base", "vflgan")
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: dict[str, int] = field(default_factory=lambda: {"adult": 30, "german_credit": 300})
     out_dir: str = "runs/reproduce"
@@ -496,16 +498,16 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             f"algorithm={variant.value} has no differential privacy (paper 002 measures label "
             "leakage with leak AUC instead): remove the dp override"
         )
-    if runtime.align_ids and variant not in (Variant.VFLGAN, Variant.VFLGAN_BASE):
+    if runtime.align_ids and variant not in FEDERATED_GANS:
         raise ValueError(
-            f"runtime.align_ids aligns the parties' rows for vflgan and vflgan_base; "
+            f"runtime.align_ids aligns the parties' rows for vflgan, vflgan_base and vertigan; "
             f"algorithm={variant.value} needs its party files aligned already: remove it"
         )
     scaling = cfg.dataset.get("numeric_scaling", "standard")
-    if scaling == "mode" and variant not in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP):
+    if scaling == "mode" and variant not in (*FEDERATED_GANS, Variant.WGAN_GP):
         raise ValueError(
             f"dataset.numeric_scaling=mode is the VFLGAN family's option (vflgan, vflgan_base, "
-            f"wgan_gp); algorithm={variant.value} encodes its own columns: remove it"
+            f"vertigan, wgan_gp); algorithm={variant.value} encodes its own columns: remove it"
         )
     if not algorithm.is_gafm and int(cfg.partition.n_parties) < 2:
         raise ValueError(
@@ -526,7 +528,7 @@ def _algorithm(cfg: DictConfig, runtime: RuntimeConfig) -> VFLGANConfig:
     # Left null, the steps per exchange are the runtime's for the families that carry
     # several: the federated VFLGAN family and VT-GAN (train.*) and split classification
     # (gafm.*). The centralized baselines exchange nothing.
-    federated_gan = variant in (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.VTGAN)
+    federated_gan = variant in (*FEDERATED_GANS, Variant.VTGAN)
     if train.get("steps_per_exchange") is None:
         train["steps_per_exchange"] = runtime.steps_per_exchange if federated_gan else 1
     if gafm.get("steps_per_exchange") is None:

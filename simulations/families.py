@@ -1,7 +1,8 @@
 """The algorithm families, registered once: every entry point looks a family up here.
 
 A family is the algorithms that share one protocol (one strategy, one party client, one
-kind of output): the VFLGAN family (VFLGAN, VFLGAN-base, the centralized WGAN-GP), VT-GAN
+kind of output): the VFLGAN family (VFLGAN, VFLGAN-base, the centralized WGAN-GP and
+VertiGAN, whose summed backbone gradients ride the same forward/apply step), VT-GAN
 (with its centralized CTGAN baseline), split classification (GAFM and its baselines) and
 the centralized DP marginal baselines (AIM, MST).
 Its entry names, as ``"package.module:attribute"`` strings imported on first use, what it
@@ -114,7 +115,7 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family(
         "vflgan",
-        (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP),
+        (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP, Variant.VERTIGAN),
         run="flwr_vflgan.simulations.pipeline:run_gan",
         bench="flwr_vflgan.simulations.bench_vflgan:measure",
         reproduce="flwr_vflgan.simulations.reproduce_vflgan",

@@ -24,9 +24,8 @@ from flwr.app import Message
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import Variant, VFLGANConfig
-from flwr_vflgan.gan.exchanges import server_block
+from flwr_vflgan.gan.exchanges import StepServer, fixed_rows, server_block, step_server, wire_width
 from flwr_vflgan.gan.schedule import Evaluations, Schedule, StepKind, budget_schedule
-from flwr_vflgan.gan.vflgan import ServerTrainer
 from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint, save_server_checkpoint
@@ -138,7 +137,7 @@ class _Run:
     order: list[int]
     n_rows: int
     schedule: Schedule
-    server: ServerTrainer
+    server: StepServer
     server_plan: PrivacyPlan | None
     budget_stop: str | None
     started: float
@@ -289,21 +288,27 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         With Poisson-sampled DP-SGD a discriminator batch has a size the server cannot
         know in advance; every party must send the same number of rows for each step.
         """
-        width = self.config.model.feature_dim
-        batch = self.config.train.batch_size
-        kinds = [schedule.kind(step) is StepKind.DISCRIMINATOR for step in block.steps]
-        fixed = None if self.config.dp.poisson else batch
+        width = wire_width(self.config)
+        kinds = [schedule.kind(step) for step in block.steps]
+        expected = [fixed_rows(self.config, kind) for kind in kinds]
+        discriminator = [kind is StepKind.DISCRIMINATOR for kind in kinds]
         features, sizes = [], {}
         for node in order:
             try:
                 rows, tensors = StepReply.read_features(
-                    replies[node].content, block, kinds, fixed, width
+                    replies[node].content, block, discriminator, None, width
                 )
             except ProtocolError as exc:
                 raise RunStopped(f"{self.party(node)} sent a malformed step reply: {exc}") from exc
-            if any(not d and r != batch for d, r in zip(kinds, rows, strict=True)):
+            wrong = [
+                (step, r, e)
+                for step, r, e in zip(block.steps, rows, expected, strict=True)
+                if e not in (None, r)
+            ]
+            if wrong:
+                step, got, want = wrong[0]
                 raise RunStopped(
-                    f"{self.party(node)} sent a generator batch other than {batch} rows"
+                    f"{self.party(node)} sent {got} rows for step {step}, which has {want}"
                 )
             features.append(tensors)
             sizes[node] = rows
@@ -350,7 +355,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
         server_plan = self._server_privacy(schedule, allowed)
         schedule, budget_stop = budget_schedule(schedule, allowed)
-        server = ServerTrainer(self.config, self.n_parties, self.seed, server_plan)
+        server = step_server(self.config, self.n_parties, self.seed, server_plan)
         run = _Run(
             grid, order, n_rows, schedule, server, server_plan, budget_stop, started, server_config
         )

@@ -41,6 +41,12 @@ class GANSettings(Protocol):
         not VFLGAN-base)."""
         ...
 
+    @property
+    def shares_backbone(self) -> bool:
+        """Whether the parties share a generator backbone by summed gradients and the
+        server holds no discriminator (VertiGAN, :mod:`flwr_vflgan.gan.vertigan`)."""
+        ...
+
 
 def _check_positive(name: str, value: float) -> None:
     if not value > 0:

@@ -23,10 +23,75 @@ each discriminator step is applied, clipped and noised once, whatever ``K``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import torch
 
 from flwr_vflgan.gan.schedule import Schedule, StepKind
+from flwr_vflgan.gan.vertigan import WIRE_WIDTH, VertiGANParty, VertiGANServer, wire_rows
 from flwr_vflgan.gan.vflgan import PartyTrainer, ServerTrainer
+from flwr_vflgan.nn.models import SpanLike
+from flwr_vflgan.privacy.config import PrivacyPlan
 from flwr_vflgan.runtime.blocks import StepBlock, StepTensors
+from flwr_vflgan.runtime.flat import FlatState
+
+from .config import GANSettings
+
+
+class StepServer(Protocol):
+    """The server's half of a step: VFLGAN's shared discriminator
+    (:class:`~flwr_vflgan.gan.vflgan.ServerTrainer`) or VertiGAN's gradient sum
+    (:class:`~flwr_vflgan.gan.vertigan.VertiGANServer`)."""
+
+    @property
+    def state(self) -> FlatState:
+        """The server's checkpointed models and optimizers."""
+        ...
+
+    def discriminator_step(
+        self, step: int, real: Sequence[torch.Tensor], fake: Sequence[torch.Tensor]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], float]: ...
+
+    def generator_step(self, fake: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], float]: ...
+
+
+def party_trainer(
+    config: GANSettings,
+    spans: Sequence[SpanLike],
+    data: torch.Tensor,
+    shared_seed: int,
+    party: int,
+    privacy: PrivacyPlan | None = None,
+    noise_seed: int | None = None,
+) -> PartyTrainer:
+    """The party's trainer for ``config``'s algorithm (arguments as :class:`PartyTrainer`)."""
+    kind = VertiGANParty if config.shares_backbone else PartyTrainer
+    return kind(config, spans, data, shared_seed, party, privacy, noise_seed)
+
+
+def step_server(
+    config: GANSettings, n_parties: int, seed: int, privacy: PrivacyPlan | None = None
+) -> StepServer:
+    """The server's half of ``config``'s algorithm (arguments as :class:`ServerTrainer`)."""
+    if config.shares_backbone:
+        return VertiGANServer(n_parties)
+    return ServerTrainer(config, n_parties, seed, privacy)
+
+
+def wire_width(config: GANSettings) -> int:
+    """Columns of a step's tensors on the wire: the feature width, or VertiGAN's one."""
+    return WIRE_WIDTH if config.shares_backbone else config.model.feature_dim
+
+
+def fixed_rows(config: GANSettings, kind: StepKind) -> int | None:
+    """Rows every party's tensors of a ``kind`` step have on the wire: the batch (``None``
+    for a Poisson-sampled discriminator batch, whose size the party draws), or VertiGAN's
+    (:func:`~flwr_vflgan.gan.vertigan.wire_rows`)."""
+    if config.shares_backbone:
+        return wire_rows(config.model, kind)
+    if kind is StepKind.DISCRIMINATOR and config.dp.poisson:
+        return None
+    return config.train.batch_size
 
 
 def party_forward_block(
@@ -59,7 +124,7 @@ def party_apply_block(
 
 
 def server_block(
-    server: ServerTrainer,
+    server: StepServer,
     schedule: Schedule,
     block: StepBlock,
     features: Sequence[Sequence[StepTensors]],
@@ -105,7 +170,7 @@ class LocalVFLGAN:
     def __init__(
         self,
         parties: Sequence[PartyTrainer],
-        server: ServerTrainer,
+        server: StepServer,
         schedule: Schedule,
         steps_per_exchange: int,
     ) -> None:

@@ -156,6 +156,8 @@ class PartyTrainer:
         if self.average is not None:
             modules.append(self.average.module)
         self.state = FlatState(modules, [self.g_opt, self.d_opt])
+        self.first_part_gp = train.first_part_gp
+        """Whether ``D_i``'s loss has the penalty of its first part (the features)."""
         self.privacy = privacy
         if noise_seed is None:
             noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
@@ -239,7 +241,7 @@ class PartyTrainer:
                 penalty = gradient_penalty(disc, real, fake, alpha)
                 local = -disc.score(f_real).mean() + disc.score(f_fake).mean()
                 local = local + train.gp_weight * penalty
-            if train.first_part_gp:
+            if self.first_part_gp:
                 local = local + train.gp_weight * first_part_penalty(disc, real, fake, alpha)
             # The surrogate carries the server's gradients of lambda_1 L_{D_s} to D_i.
             return local + (f_real * grad_real).sum() + (f_fake * grad_fake).sum()
@@ -267,7 +269,7 @@ class PartyTrainer:
 
                 loss = loss + score(fake_row) - score(real_row)
                 loss = loss + train.gp_weight * row_penalty(score, real_row, fake_row, alpha_row)
-            if train.first_part_gp:
+            if self.first_part_gp:
                 loss = loss + train.gp_weight * row_penalty(
                     lambda x: features(x).sum(), real_row, fake_row, alpha_row
                 )

@@ -224,7 +224,8 @@ class PrivacyPlan:
         Discriminator steps the schedule asks for.
     parts
         Holders that each apply the mechanism to the same batch in one step (``end_to_end``:
-        the ``M`` parties and the server; otherwise 1). Their ``parts`` Gaussian releases
+        the ``M`` parties and the server; ``dpsgd`` on VertiGAN: the ``M`` parties;
+        otherwise 1). Their ``parts`` Gaussian releases
         of sensitivity ``Delta`` and noise ``sigma Delta`` together are one Gaussian
         mechanism of sensitivity ``Delta sqrt(parts)`` (concatenate the noised sums), so
         ``accountant_multiplier`` is divided by ``sqrt(parts)`` and every holder's
@@ -329,7 +330,8 @@ def plan_privacy(
         Discriminator steps of the training schedule (>= 1).
     parts
         Holders applying the mechanism to each batch, accounted jointly
-        (:attr:`PrivacyPlan.parts`); more than 1 only for ``end_to_end``.
+        (:attr:`PrivacyPlan.parts`); more than 1 only for the per-row mechanisms
+        (``end_to_end``; ``dpsgd`` on VertiGAN, whose parties noise the same batch).
 
     Returns
     -------
@@ -347,7 +349,7 @@ def plan_privacy(
     check_holder(config, dataset_size, planned_steps)
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
         raise ValueError(f"parts must be an integer >= 1, got {parts!r}")
-    if parts > 1 and config.mechanism is not Mechanism.END_TO_END:
+    if parts > 1 and not config.mechanism.per_sample:
         raise ValueError(f"dp={config.mechanism.value} is accounted per holder (parts=1)")
     # Only per-sample clipping under replace-one has sensitivity 2C against noise sigma C;
     # parts holders noising the same batch compose to sqrt(parts) times the sensitivity.

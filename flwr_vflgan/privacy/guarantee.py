@@ -137,6 +137,22 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
         )
         for v in _FEDERATED
     },
+    (Mechanism.VFLGAN_GAUSSIAN, "vertigan"): GuaranteeStatement(
+        Guarantee.FIRST_LAYER,
+        _FIRST_LAYER,
+        (
+            "the later layers of each party's discriminator (trained un-noised on real rows)",
+            _ENCODERS,
+        ),
+    ),
+    (Mechanism.DPSGD, "vertigan"): GuaranteeStatement(
+        Guarantee.CRITIC_UPDATES,
+        "every update of every party's discriminator, the only models that read real rows "
+        f"({_PER_ROW}, the M parties' releases of a step in one joint account); the "
+        "backbone gradients the server adds, the generators and the published table are "
+        "their post-processing",
+        (_ENCODERS,),
+    ),
     (Mechanism.VFLGAN_GAUSSIAN, "wgan_gp"): GuaranteeStatement(
         Guarantee.FIRST_LAYER,
         _FIRST_LAYER,

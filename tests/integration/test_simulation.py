@@ -92,6 +92,31 @@ def test_dp_run_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+def test_vertigan_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
+    """VertiGAN's summed backbone gradients and its parties' joint DP-SGD account give the
+    same table whatever carries the messages."""
+    extra = (
+        "algorithm=vertigan",
+        "dp=dpsgd",
+        "dp.target_epsilon=3",
+        "output.evaluate=false",
+        "runtime.steps_per_exchange=4",
+    )
+    simulated = _run("simulation", tmp_path / "sim", *extra)
+    local = _run("inprocess", tmp_path / "local", *extra)
+    assert simulated["algorithm"] == "vertigan" and simulated["exchanges"] == 8
+    privacy = simulated["privacy"]
+    assert privacy["guarantee"] == "critic_updates" and 2.9 < privacy["epsilon"] <= 3.0
+    # Both parties noise the same batch: one joint account of the two releases.
+    assert [(p["parts"], p["steps"]) for p in privacy["parties"]] == [(2, 17), (2, 17)]
+    assert privacy == local["privacy"]
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "sim" / "synthetic.csv"),
+        pd.read_csv(tmp_path / "local" / "synthetic.csv"),
+    )
+
+
+@pytest.mark.slow
 def test_vtgan_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
     """VT-GAN's messages (every-row features, row indices, conditions, chunk gradients)
     go through Ray unchanged, three critic steps per exchange: the same seeds give the

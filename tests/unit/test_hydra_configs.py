@@ -69,7 +69,7 @@ def test_evaluate_command_config() -> None:
 def test_reproduce_config_defaults_use_the_papers_cross_validation() -> None:
     cfg = _compose("reproduce", [])
     assert list(cfg.reproduce.datasets) == ["adult", "german_credit"]
-    assert list(cfg.reproduce.algorithms) == ["wgan_gp", "vflgan_base", "vflgan"]
+    assert list(cfg.reproduce.algorithms) == ["wgan_gp", "vertigan", "vflgan_base", "vflgan"]
     assert to_run_spec(cfg, "out").evaluation.cv_folds == 10
 
 

@@ -202,11 +202,19 @@ def test_end_to_end_calibration_raises_the_noise_by_sqrt_parts() -> None:
     assert 9.9 < spent <= 10.0
 
 
-def test_only_end_to_end_is_accounted_over_several_holders() -> None:
-    with pytest.raises(ValueError, match=r"dp=dpsgd is accounted per holder \(parts=1\)"):
+def test_only_the_per_row_mechanisms_are_accounted_over_several_holders() -> None:
+    with pytest.raises(ValueError, match=r"dp=vflgan_gaussian is accounted per holder"):
         plan_privacy(
-            DPConfig(mechanism="dpsgd", target_epsilon=1.0), parts=3, planned_steps=5, **ADULT
+            DPConfig(mechanism="vflgan_gaussian", target_epsilon=1.0),
+            parts=3,
+            planned_steps=5,
+            **ADULT,
         )
+    # VertiGAN's parties each run DP-SGD on the same batch: sqrt(3) times the noise.
+    config = DPConfig(mechanism="dpsgd", target_epsilon=1.0)
+    alone = plan_privacy(config, planned_steps=50, **ADULT)
+    joint = plan_privacy(config, parts=3, planned_steps=50, **ADULT)
+    assert joint.noise_multiplier == pytest.approx(alone.noise_multiplier * 3**0.5)
     with pytest.raises(ValueError, match="parts must be an integer >= 1, got 0"):
         plan_privacy(
             DPConfig(mechanism="end_to_end", target_epsilon=1.0), parts=0, planned_steps=5, **ADULT
