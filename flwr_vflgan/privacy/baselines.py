@@ -23,6 +23,11 @@ first: numbers min-max scaled over ``R``, categories one-hot (``FeatureEncoder``
   in for that generator's samples here, as the DOMIAS authors note is enough).
 * ``domias`` (van Breugel et al. 2023): the density ratio ``p_S(x) / p_R(x)``, both
   densities Gaussian kernel estimates (the benchmark's ``kde`` estimator).
+
+Paper 004's own attack, for its discretised tables, is here too but not in ``ATTACKS``
+(it reads attribute codes, not the encoded tables above): :func:`hamming_monte_carlo`
+(Monte-Carlo with the Hamming distance and ``<= t``) and its score, :func:`mia_accuracy`
+(the members' share of the top half).
 """
 
 from __future__ import annotations
@@ -41,7 +46,14 @@ from flwr_vflgan.data.schema import Schema
 from flwr_vflgan.metrics.tables import FeatureEncoder
 from flwr_vflgan.nn.models import seeded_init
 
-__all__ = ["ATTACKS", "AttackScore", "attack_scores", "score_attacks"]
+__all__ = [
+    "ATTACKS",
+    "AttackScore",
+    "attack_scores",
+    "hamming_monte_carlo",
+    "mia_accuracy",
+    "score_attacks",
+]
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,47 @@ def monte_carlo(records: np.ndarray, synthetic: np.ndarray) -> np.ndarray:
     distances = _squared_distances(records, synthetic)
     eps = np.median(distances.min(axis=1))
     return (distances < eps).mean(axis=1)
+
+
+def hamming_monte_carlo(records: np.ndarray, synthetic: np.ndarray) -> np.ndarray:
+    """Paper 004's membership attack (Section 5.2.2, eq. 5.3): for each record, the share
+    of synthetic rows within Hamming distance ``t`` of it (``<= t``), ``t`` the median over
+    the records of their nearest synthetic row's distance.
+
+    Parameters
+    ----------
+    records, synthetic
+        Attribute codes, one integer per attribute (the thesis discretises every column),
+        shapes ``(r, a)`` and ``(n, a)``; the Hamming distance counts the attributes that
+        differ.
+    """
+    if records.ndim != 2 or synthetic.ndim != 2 or records.shape[1] != synthetic.shape[1]:
+        raise ValueError(
+            f"records and synthetic must be (rows, attributes) with the same attributes, got "
+            f"{records.shape} and {synthetic.shape}"
+        )
+    if len(records) == 0 or len(synthetic) == 0:
+        raise ValueError("the attack needs at least one record and one synthetic row")
+    distances = (records[:, None, :] != synthetic[None, :, :]).sum(axis=2)
+    threshold = np.median(distances.min(axis=1))
+    return (distances <= threshold).mean(axis=1)
+
+
+def mia_accuracy(scores: np.ndarray, members: int) -> float:
+    """Paper 004's MIA-Accuracy (eq. 5.4): of the ``members`` records with the highest
+    scores, the share that are members (the first ``members`` entries of ``scores``; as
+    many non-members follow). Records tied at the cut are picked at random: their
+    expected share counts, so a constant score gives the members' share of all records."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if not 0 < members < len(scores):
+        raise ValueError(f"members must be in (0, {len(scores)}), got {members}")
+    is_member = np.arange(len(scores)) < members
+    cut = np.sort(scores)[::-1][members - 1]
+    above, tied = scores > cut, scores == cut
+    picked_members = is_member[above].sum()
+    still = members - above.sum()
+    picked_members += still * is_member[tied].sum() / tied.sum()
+    return float(picked_members / members)
 
 
 def domias(records: np.ndarray, synthetic: np.ndarray, reference: np.ndarray) -> np.ndarray:

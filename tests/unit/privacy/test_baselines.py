@@ -16,7 +16,9 @@ from flwr_vflgan.privacy.baselines import (
     domias,
     gan_leaks_0,
     gan_leaks_cal,
+    hamming_monte_carlo,
     logan_d1,
+    mia_accuracy,
     monte_carlo,
     score_attacks,
 )
@@ -101,3 +103,27 @@ def test_learned_attacks_repeat_under_a_seed_and_errors_name_the_problem():
         attack_scores(table, table, table, table, SCHEMA, attacks=("logan_2",))
     with pytest.raises(ValueError, match="at least one member and one non-member"):
         attack_scores(table.iloc[:0], table, table, table, SCHEMA)
+
+
+def test_the_hamming_monte_carlo_attack_by_hand():
+    """Paper 004, eq. 5.3: records (0,0,0) and (1,1,1) against synthetic rows (0,0,1),
+    (0,0,0), (2,2,2): nearest distances 0 and 2, median threshold 1, so the first record
+    has 2 of 3 rows within distance 1 and the second none."""
+    records = np.array([[0, 0, 0], [1, 1, 1]])
+    synthetic = np.array([[0, 0, 1], [0, 0, 0], [2, 2, 2]])
+    np.testing.assert_allclose(hamming_monte_carlo(records, synthetic), [2 / 3, 0.0])
+    with pytest.raises(ValueError, match="same attributes"):
+        hamming_monte_carlo(records, synthetic[:, :2])
+
+
+def test_mia_accuracy_counts_members_among_the_top_scores():
+    # members first (3), then 3 non-members
+    assert mia_accuracy(np.array([0.9, 0.8, 0.1, 0.7, 0.2, 0.0]), 3) == pytest.approx(2 / 3)
+    assert mia_accuracy(np.array([3.0, 2.0, 1.0, 0.0, 0.0, 0.0]), 3) == 1.0
+    # A constant score is a coin: half of the picks are members whatever the order.
+    assert mia_accuracy(np.zeros(6), 3) == pytest.approx(0.5)
+    # Ties at the cut share their members: 2 members above it, then 1 pick among 2 tied
+    # records of which 1 is a member.
+    assert mia_accuracy(np.array([1.0, 0.5, 0.9, 0.5, 0.0, 0.0]), 3) == pytest.approx(2.5 / 3)
+    with pytest.raises(ValueError, match=r"members must be in \(0, 4\)"):
+        mia_accuracy(np.zeros(4), 4)
