@@ -73,6 +73,11 @@ class PlainVFLGAN:
                 f"PlainVFLGAN implements dp.mechanism=vflgan_gaussian only, got "
                 f"{privacy.config.mechanism.value}: train DP-SGD through the protocol"
             )
+        if config.shares_backbone:
+            raise ValueError(
+                "PlainVFLGAN is VFLGAN's one-graph loop; train VertiGAN with "
+                "gan.exchanges.LocalVFLGAN over party_trainer(...) and step_server(...)"
+            )
         if len(party_spans) != len(party_data):
             raise ValueError(f"{len(party_spans)} span lists but {len(party_data)} data blocks")
         rows = {int(d.shape[0]) for d in party_data}

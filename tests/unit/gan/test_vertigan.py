@@ -172,3 +172,10 @@ def test_vertigan_privacy_choices():
     assert "one joint account" in statement.covers
     statement = describe_guarantee("vertigan", first.dp)
     assert statement is not None and statement.guarantee is Guarantee.FIRST_LAYER
+
+
+def test_the_plain_vflgan_loop_refuses_vertigan(make_config, party_spans, party_tables):
+    from flwr_vflgan.gan.plain import PlainVFLGAN
+
+    with pytest.raises(ValueError, match="PlainVFLGAN is VFLGAN's one-graph loop"):
+        PlainVFLGAN(make_config("vertigan"), party_spans[:2], party_tables(2, N_ROWS), 1, 2)
