@@ -39,6 +39,10 @@ CLIENT_FAMILIES: dict[str, ClientFamily] = {
         "flwr_vflgan.clients.vtgan:VTGANClient",
         {P.VT_SETUP: "setup", P.VT_BUILD: "build", P.VT_STEP: "step", P.VT_GENERATE: "generate"},
     ),
+    "vdgan": ClientFamily(
+        "flwr_vflgan.clients.vdgan:VDGANPartyClient",
+        {P.VD_SETUP: "setup", P.VD_STEP: "step", P.VD_DECODE: "decode"},
+    ),
     "keys": ClientFamily(
         "flwr_vflgan.clients.keys:KeyAgreementClient",
         {P.KEY_OFFER: "offer", P.KEY_SEAL: "seal", P.KEY_OPEN: "open"},

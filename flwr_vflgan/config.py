@@ -37,6 +37,9 @@ class Variant(StrEnum):
     VERTIGAN = "vertigan"
     """VertiGAN (paper 000, Section 2.3): a generator backbone shared by summed gradients,
     a private head and a private WGAN-GP discriminator per party; no shared discriminator."""
+    VDGAN = "vdgan"
+    """VDGAN (paper 004, Algorithm 3): a global generator on the server, one critic per
+    client; only synthetic columns and their gradients cross."""
     VTGAN = "vtgan"
     """VT-GAN (paper 001): conditional tabular GAN split between server and clients."""
     CTGAN = "ctgan"
@@ -85,6 +88,7 @@ class VFLGANConfig:
         if isinstance(self.marginals, dict):
             object.__setattr__(self, "marginals", MarginalSettings.from_dict(self.marginals))
         self._check_marginal()
+        self._check_vdgan()
         if self.variant is Variant.VERTIGAN and self.dp.mechanism is Mechanism.END_TO_END:
             raise ValueError(
                 "dp=end_to_end accounts VFLGAN's shared discriminator with the parties' "
@@ -129,6 +133,25 @@ class VFLGANConfig:
                 "dp.delta and publishes one table: remove dp.noise_multiplier and "
                 "dp.select_by_fd"
             )
+
+    def _check_vdgan(self) -> None:
+        if not self.is_vdgan:
+            return
+        if self.dp.enabled:
+            raise ValueError(
+                f"algorithm=vdgan has no differential privacy yet (VDGAN-DPSGD and VDGAN-PATE "
+                f"are issue 19's next step): remove dp={self.dp.mechanism.value}"
+            )
+        if self.train.steps_per_exchange != 1:
+            raise ValueError(
+                f"train.steps_per_exchange={self.train.steps_per_exchange}: a VDGAN exchange "
+                "is one iteration (n_critic critic steps and the generator's); set it to 1"
+            )
+
+    @property
+    def is_vdgan(self) -> bool:
+        """Whether this is VDGAN (a generator on the server, critics at the clients)."""
+        return self.variant is Variant.VDGAN
 
     @property
     def is_marginal(self) -> bool:

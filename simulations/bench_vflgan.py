@@ -31,6 +31,8 @@ It measures (the last line printed is one JSON object):
 Step times exclude setup and publication (the strategy times its training loop alone)
 and come after ``bench.warmup`` steps.
 
+``algorithm=vdgan`` measures an iteration on the in-process grid and compares it, per
+step-equivalent, with VFLGAN's step (:func:`measure_vdgan`).
 ``algorithm=vertigan`` measures its in-process step beside VFLGAN's in the same run
 (``vertigan_over_vflgan``), its DP mechanisms' steps and the runtimes
 (:func:`measure_vertigan`); VertiGAN has no single-graph loop of its own.
@@ -45,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -273,18 +276,27 @@ def measure_dp(results: dict[str, Any], spec: Any, warmup: int, steps: int) -> N
         )
 
 
+def beside_vflgan(
+    spec: Any, warmup: int, steps: int, own: Callable[[], float]
+) -> tuple[float, float]:
+    """The median of three alternating measurements of ``own()`` and of VFLGAN's
+    in-process step on the same data and networks: ``(own, vflgan)`` in milliseconds."""
+    vflgan = replace(spec, algorithm=replace(spec.algorithm, variant=Variant.VFLGAN))
+    mine, theirs = [], []
+    for _ in range(3):
+        mine.append(own())
+        theirs.append(inprocess_step_ms(vflgan, warmup, steps))
+    return statistics.median(mine), statistics.median(theirs)
+
+
 def measure_vertigan(results: dict[str, Any], spec: Any, warmup: int, steps: int) -> None:
     """``algorithm=vertigan``: its in-process step beside VFLGAN's on the same data and
     networks (``vertigan_over_vflgan``, issue 19's target: at most 1.2), the median of
     three alternating measurements each, and its DP mechanisms' steps."""
-    vflgan = replace(spec, algorithm=replace(spec.algorithm, variant=Variant.VFLGAN))
-    own, theirs = [], []
-    for _ in range(3):
-        own.append(inprocess_step_ms(spec, warmup, steps))
-        theirs.append(inprocess_step_ms(vflgan, warmup, steps))
-    results["inprocess_step_ms"] = statistics.median(own)
-    results["inprocess_vflgan_step_ms"] = statistics.median(theirs)
-    results["vertigan_over_vflgan"] = results["inprocess_step_ms"] / statistics.median(theirs)
+    own, theirs = beside_vflgan(spec, warmup, steps, lambda: inprocess_step_ms(spec, warmup, steps))
+    results["inprocess_step_ms"] = own
+    results["inprocess_vflgan_step_ms"] = theirs
+    results["vertigan_over_vflgan"] = own / theirs
     print(
         f"in-process, vertigan {results['inprocess_step_ms']:8.2f} ms/step, vflgan "
         f"{results['inprocess_vflgan_step_ms']:8.2f} ms/step "
@@ -295,6 +307,56 @@ def measure_vertigan(results: dict[str, Any], spec: Any, warmup: int, steps: int
         key = f"inprocess_{name}_step_ms"
         results[key] = inprocess_step_ms(with_dp(spec, mechanism), warmup, steps)
         print(f"in-process, vertigan, {mechanism:15s} {results[key]:8.2f} ms/step", flush=True)
+
+
+def vdgan_iteration_ms(spec: Any, warmup: int, iterations: int) -> float:
+    """Milliseconds per VDGAN iteration over the in-process grid (difference of two runs)."""
+    from flwr_vflgan.strategies import VDGANStrategy
+
+    def loop_seconds(n: int) -> float:
+        train = replace(
+            spec.algorithm.train, max_steps=n, epochs=max(1, spec.algorithm.train.epochs)
+        )
+        strategy = VDGANStrategy(
+            replace(spec.algorithm, train=train),
+            n_parties=spec.data.n_parties,
+            seed=spec.seed,
+            data_spec=spec.data,
+            publish_rows=64,
+        )
+        nodes = [
+            {"partition-id": i, "shared-seed": shared_seed_for(spec.seed)}
+            for i in range(spec.data.n_parties)
+        ]
+        return strategy.start(InProcessGrid(make_client_app(), nodes)).train_seconds
+
+    short, long = loop_seconds(warmup), loop_seconds(warmup + iterations)
+    return (long - short) / iterations * 1e3
+
+
+def measure_vdgan(results: dict[str, Any], spec: Any, warmup: int, steps: int) -> None:
+    """``algorithm=vdgan``: an iteration on the in-process grid (``n_critic`` critic
+    updates and a generator update, one exchange), per step-equivalent (divided by
+    ``n_critic + 1``) beside VFLGAN's step in the same run (``vdgan_over_vflgan``, issue
+    19's target: at most 1.2), the median of three alternating measurements each."""
+    per_iteration = spec.algorithm.train.n_critic + 1
+    iterations = max(1, steps // per_iteration)
+    own, theirs = beside_vflgan(
+        spec,
+        warmup,
+        steps,
+        lambda: vdgan_iteration_ms(spec, max(1, warmup // per_iteration), iterations),
+    )
+    results["inprocess_iteration_ms"] = own
+    results["inprocess_step_ms"] = own / per_iteration
+    results["inprocess_vflgan_step_ms"] = theirs
+    results["vdgan_over_vflgan"] = results["inprocess_step_ms"] / theirs
+    print(
+        f"in-process, vdgan {results['inprocess_iteration_ms']:8.2f} ms/iteration = "
+        f"{results['inprocess_step_ms']:.2f} ms per step-equivalent, vflgan "
+        f"{results['inprocess_vflgan_step_ms']:.2f} ms/step ({results['vdgan_over_vflgan']:.2f}x)",
+        flush=True,
+    )
 
 
 def measure(cfg: DictConfig) -> dict[str, Any]:
@@ -313,6 +375,9 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
         "steps": steps,
         "torch_threads": spec.runtime.torch_threads,
     }
+    if spec.algorithm.is_vdgan:
+        measure_vdgan(results, spec, warmup, steps)
+        return results  # its runtimes' rows are not measured yet
     if spec.algorithm.shares_backbone:
         measure_vertigan(results, spec, warmup, steps)
     else:

@@ -2,7 +2,8 @@
 
 A family is the algorithms that share one protocol (one strategy, one party client, one
 kind of output): the VFLGAN family (VFLGAN, VFLGAN-base, the centralized WGAN-GP and
-VertiGAN, whose summed backbone gradients ride the same forward/apply step), VT-GAN
+VertiGAN, whose summed backbone gradients ride the same forward/apply step), VDGAN (a
+generator on the server, critics at the clients; its rows join paper 000's table), VT-GAN
 (with its centralized CTGAN baseline), split classification (GAFM and its baselines) and
 the centralized DP marginal baselines (AIM, MST).
 Its entry names, as ``"package.module:attribute"`` strings imported on first use, what it
@@ -126,6 +127,13 @@ FAMILIES: tuple[Family, ...] = (
         run="flwr_vflgan.simulations.pipeline:run_gan",
         bench="flwr_vflgan.simulations.bench_vtgan:measure_cfg",
         reproduce="flwr_vflgan.simulations.reproduce_vtgan",
+    ),
+    Family(
+        "vdgan",
+        (Variant.VDGAN,),
+        run="flwr_vflgan.simulations.pipeline:run_gan",
+        bench="flwr_vflgan.simulations.bench_vflgan:measure",
+        reproduce="flwr_vflgan.simulations.reproduce_vflgan",
     ),
     Family(
         "gafm",

@@ -37,6 +37,7 @@ from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_tabl
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 from flwr_vflgan.strategies import (
     RunStopped,
+    VDGANStrategy,
     VFLGANResult,
     VFLGANStrategy,
     VTGANStrategy,
@@ -255,10 +256,20 @@ def train_federated(
     observer: Callable | None,
     grid: Grid | None = None,
 ) -> VFLGANResult:
-    """VFLGAN / VFLGAN-base / VT-GAN over the chosen Flower runtime (or the given grid)."""
+    """VFLGAN / VFLGAN-base / VertiGAN / VDGAN / VT-GAN over the chosen Flower runtime (or
+    the given grid)."""
     checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
-    strategy: VFLGANStrategy | VTGANStrategy
-    if spec.algorithm.is_vtgan:
+    strategy: VFLGANStrategy | VTGANStrategy | VDGANStrategy
+    if spec.algorithm.is_vdgan:
+        if checkpoints is not None:
+            log.info("VDGAN runs do not write checkpoints yet (output.checkpoint is ignored)")
+        strategy = VDGANStrategy(
+            spec.algorithm,
+            evaluate_fn=evaluator.encoded_fd if evaluator is not None else None,
+            publish_rows=spec.output.publish_rows,
+            **strategy_settings(spec, progress),
+        )
+    elif spec.algorithm.is_vtgan:
         if checkpoints is not None:
             log.info("VT-GAN runs do not write checkpoints yet (output.checkpoint is ignored)")
         strategy = VTGANStrategy(

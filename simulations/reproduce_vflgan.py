@@ -68,6 +68,7 @@ PAPER_DP_EPSILON = 10.0
 NAMES = {
     "wgan_gp": "WGAN-GP",
     "vertigan": "VertiGAN",
+    "vdgan": "VDGAN",
     "vflgan_base": "VFLGAN-base",
     "vflgan": "VFLGAN",
     "aim": "AIM",

@@ -26,9 +26,9 @@ batches come from the seed the clients share, so every client's ``j``-th critic 
 reads the same rows (what the joint DP account below needs, and what keeps a client's
 steps reproducible across runtimes).
 
-Not here yet (issue 19): the Flower strategy and client, the warm-up, VDGAN-DPSGD and
-VDGAN-PATE wired to the critics (the voting mechanism and its account are
-:mod:`flwr_vflgan.privacy.pate`).
+The Flower strategy and client are ``strategies/vdgan.py`` and ``clients/vdgan.py``.
+Not here yet (issue 19): the warm-up, VDGAN-DPSGD and VDGAN-PATE wired to the critics
+(the voting mechanism and its account are :mod:`flwr_vflgan.privacy.pate`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
@@ -43,6 +44,7 @@ from flwr_vflgan.nn.models import (
     LocalDiscriminator,
     PartyGenerator,
     SpanLike,
+    eval_mode,
     frozen_batchnorm_stats,
     seeded_init,
 )
@@ -56,7 +58,46 @@ from flwr_vflgan.runtime.rng import (
     uniform_alpha,
 )
 
-from .config import GANSettings
+from .config import GANSettings, TrainConfig
+
+
+@dataclass(frozen=True)
+class VDSchedule:
+    """Iterations of a VDGAN run: an epoch is as many iterations as VFLGAN's epoch has
+    generator steps (``(n // batch) // n_critic``), each reading ``n_critic`` real
+    batches; ``train.max_steps`` caps the iterations."""
+
+    per_epoch: int
+    total: int
+
+    @classmethod
+    def of(cls, n_rows: int, train: TrainConfig) -> VDSchedule:
+        """The schedule of ``n_rows`` training rows under ``train``.
+
+        Raises
+        ------
+        ValueError
+            An epoch would have no iteration.
+        """
+        per_epoch = (n_rows // train.batch_size) // train.n_critic
+        if per_epoch < 1:
+            raise ValueError(
+                f"an epoch of {n_rows} rows has no VDGAN iteration (batch_size "
+                f"{train.batch_size} x n_critic {train.n_critic} rows each): lower "
+                "train.batch_size or train.n_critic"
+            )
+        total = per_epoch * train.epochs
+        if train.max_steps is not None:
+            total = min(total, train.max_steps)
+        return cls(per_epoch, total)
+
+    def ends_epoch(self, iteration: int) -> bool:
+        """Whether ``iteration`` is its epoch's last (or the run's)."""
+        return (iteration + 1) % self.per_epoch == 0 or iteration + 1 == self.total
+
+    def epoch_of(self, iteration: int) -> int:
+        """The 1-based epoch of ``iteration``."""
+        return iteration // self.per_epoch + 1
 
 
 @dataclass(frozen=True)
@@ -127,6 +168,27 @@ class VDGANServer:
         with torch.no_grad():
             joint = self._joint(iteration)
         return list(torch.split(joint, self.widths, dim=1))
+
+    def generate(self, n_rows: int, draw: int) -> list[torch.Tensor]:
+        """``n_rows`` encoded synthetic rows of evaluation draw ``draw``, split by client."""
+        z = latent_noise(self.seed, draw, n_rows, self.config.model.latent_dim, Stream.EVAL_NOISE)
+        with eval_mode(self.generator):
+            joint = self.generator.sample(z, torch_generator(self.seed, Stream.EVAL_NOISE, draw))
+        return list(torch.split(joint, self.widths, dim=1))
+
+    def snapshot(self) -> np.ndarray:
+        """The generator's parameters and buffers (for keeping the best epoch's)."""
+        tensors = [*self.generator.parameters(), *self.generator.buffers()]
+        return torch.cat([t.detach().reshape(-1).float() for t in tensors]).numpy().copy()
+
+    def load_snapshot(self, values: np.ndarray) -> None:
+        """Inverse of :meth:`snapshot`."""
+        offset = 0
+        with torch.no_grad():
+            for t in [*self.generator.parameters(), *self.generator.buffers()]:
+                n = t.numel()
+                t.copy_(torch.from_numpy(values[offset : offset + n]).view_as(t).to(t.dtype))
+                offset += n
 
     def update(self, iteration: int, grads: Sequence[torch.Tensor]) -> None:
         """Step 4: ``G`` takes ``sum_k J_k^T g_k`` (eq. 4.2), on the batch of

@@ -402,6 +402,40 @@ def test_party_nodes_train_k_steps_per_exchange_as_in_process(
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
 
+@pytest.mark.slow
+def test_vdgan_on_party_nodes_publishes_what_the_in_process_run_publishes(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """VDGAN's own protocol (synthetic columns down, their gradients up, decoding at
+    publication) on two flwr-vflgan-node processes and an unmodified SuperLink: the
+    table of an in-process run, bit for bit."""
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = (
+        f"algorithm=vdgan {' '.join(dataset)} runtime=deployment train.epochs=3 "
+        "output.evaluate=false output.publish_rows=200"
+    )
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=None,
+        timeout=NODE_RUN_TIMEOUT,
+        party_nodes=True,
+    )
+    try:
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        # 640 rows: 2 iterations an epoch; setup, 6 iterations, publication.
+        assert metrics["algorithm"] == "vdgan" and metrics["steps"] == 6, metrics
+        assert metrics["exchanges"] == 8, metrics
+        reference, deployed = _same_table_as_inprocess(deployment, overrides, tmp_path)
+        assert reference.exchanges == 8
+        _check_own_columns(deployed, deployment.parties)
+        _check_seed_stays_with_parties(deployment.run_dir, deployment.shared_seed, processes)
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+
+
 def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
     """Until the run in ``tmp_path/run`` has a server checkpoint. The server writes its
     checkpoint after the parties wrote theirs: once it is there, every holder has one to

@@ -117,6 +117,21 @@ def test_vertigan_in_the_simulation_engine_matches_in_process(tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_vdgan_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
+    """VDGAN's iterations (synthetic columns down, gradients up) give the same table
+    whatever carries the messages; train.max_steps caps its iterations."""
+    extra = ("algorithm=vdgan", "train.max_steps=4", "output.evaluate=false")
+    simulated = _run("simulation", tmp_path / "sim", *extra)
+    local = _run("inprocess", tmp_path / "local", *extra)
+    assert simulated["algorithm"] == "vdgan" and simulated["steps"] == 4
+    assert simulated["exchanges"] == local["exchanges"] == 6  # setup, 4, publication
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "sim" / "synthetic.csv"),
+        pd.read_csv(tmp_path / "local" / "synthetic.csv"),
+    )
+
+
+@pytest.mark.slow
 def test_vtgan_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
     """VT-GAN's messages (every-row features, row indices, conditions, chunk gradients)
     go through Ray unchanged, three critic steps per exchange: the same seeds give the

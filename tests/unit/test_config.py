@@ -148,7 +148,7 @@ def test_variant_is_parsed_and_controls_the_local_head():
 def test_unknown_variant_lists_the_valid_ones():
     message = (
         r"unknown algorithm variant 'gan'; valid: \['vflgan', 'vflgan_base', 'wgan_gp', 'vertigan', "
-        r"'vtgan', 'ctgan', 'gafm', 'splitnn', 'maxnorm', 'marvell', 'aim', 'mst'\]"
+        r"'vdgan', 'vtgan', 'ctgan', 'gafm', 'splitnn', 'maxnorm', 'marvell', 'aim', 'mst'\]"
     )
     with pytest.raises(ValueError, match=message):
         VFLGANConfig(variant="gan")  # type: ignore[arg-type]

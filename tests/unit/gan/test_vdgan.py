@@ -109,3 +109,57 @@ def test_bad_shapes_are_refused(make_config, party_spans, party_tables):
         server.update(0, [torch.zeros(8, 4), torch.full((8, 2), float("nan")), torch.zeros(8, 3)])
     with pytest.raises(ValueError, match="the server expects 3 clients, got 2"):
         LocalVDGAN(server, clients[:2])
+
+
+def test_the_schedule_counts_iterations_like_vflgans_generator_steps(make_config):
+    from flwr_vflgan.gan.vdgan import VDSchedule
+
+    train = make_config("vdgan", n_critic=2, epochs=3).train  # batch 8
+    schedule = VDSchedule.of(40, train)  # 5 batches an epoch, 2 per iteration
+    assert (schedule.per_epoch, schedule.total) == (2, 6)
+    assert [schedule.ends_epoch(i) for i in range(6)] == [False, True] * 3
+    assert [schedule.epoch_of(i) for i in range(6)] == [1, 1, 2, 2, 3, 3]
+    capped = VDSchedule.of(40, make_config("vdgan", n_critic=2, max_steps=3).train)
+    assert capped.total == 3 and capped.ends_epoch(2)
+    with pytest.raises(ValueError, match="has no VDGAN iteration"):
+        VDSchedule.of(10, train)
+
+
+def test_the_messages_round_trip_and_refuse_what_is_malformed():
+    from flwr.app import ConfigRecord
+
+    from flwr_vflgan.gan.vd_messages import VDDecode, VDSetupReply, VDStep, VDStepReply
+    from flwr_vflgan.runtime import protocol as P
+    from flwr_vflgan.runtime.codec import ProtocolError
+
+    reply = VDSetupReply(1, 40, "d", "c", ["a", "b"], [1, 3], ["identity", "gumbel_softmax"])
+    cfg = reply.to_content()[P.CONFIG]
+    assert isinstance(cfg, ConfigRecord)
+    spans = VDSetupReply.spans_of(cfg)
+    assert [(s.start, s.width, s.activation) for s in spans] == [
+        (0, 1, "identity"),
+        (1, 3, "gumbel_softmax"),
+    ]
+    for widths, activations, message in [
+        ([1], ["identity", "tanh"], "of one length"),
+        ([0], ["identity"], "positive integer"),
+        ([2], ["softmax"], "unknown span activation"),
+    ]:
+        bad = ConfigRecord({"span_widths": widths, "span_activations": activations})
+        with pytest.raises(ProtocolError, match=message):
+            VDSetupReply.spans_of(bad)
+    fake = np.arange(12, dtype=np.float32).reshape(3, 4)
+    step = VDStep.from_content(VDStep(5, fake).to_content(), 3, 4)
+    assert step.iteration == 5 and np.array_equal(step.fake, fake)
+    with pytest.raises(ProtocolError, match="must have shape"):
+        VDStep.from_content(VDStep(5, fake).to_content(), 3, 5)
+    back = VDStepReply.from_content(VDStepReply(5, fake).to_content(), 5, 3, 4)
+    assert np.array_equal(back.grad, fake)
+    with pytest.raises(ProtocolError, match="reply is for iteration 5, expected 6"):
+        VDStepReply.from_content(VDStepReply(5, fake).to_content(), 6, 3, 4)
+    nan = fake.copy()
+    nan[0, 0] = np.nan
+    with pytest.raises(ProtocolError, match="non-finite"):
+        VDStepReply.from_content(VDStepReply(5, nan).to_content(), 5, 3, 4)
+    decoded = VDDecode.from_content(VDDecode(fake).to_content(), 4)
+    assert np.array_equal(decoded.rows, fake) and decoded.purpose == "publication"

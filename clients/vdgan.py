@@ -1,0 +1,147 @@
+"""The client side of VDGAN on Flower (paper 004, Algorithm 3, steps 2 and 3).
+
+Each handler restores the client's critic from ``context.state``, runs one iteration of
+:class:`~flwr_vflgan.gan.vdgan.VDGANClient` (or decodes rows at publication), saves the
+state back and replies; a malformed or out-of-order message gets a Flower error reply.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.gan.vd_messages import VDDecode, VDSetupReply, VDStep, VDStepReply
+from flwr_vflgan.gan.vdgan import VDGANClient
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import ProtocolError
+from flwr_vflgan.runtime.messages import GenerateReply, SetupInstruction
+from flwr_vflgan.runtime.party_data import PartyData, party_block
+from flwr_vflgan.runtime.rng import seed_commitment
+
+from .common import CACHE_SIZE, PartyTables, guarded, node_partition_id, node_shared_seed
+from .state import BlockState
+
+
+@dataclass
+class VDPartyMeta(BlockState):
+    """A VDGAN client's bookkeeping between messages (JSON in ``context.state``)."""
+
+    WHO = "client"
+
+    config: str
+    data_key: str
+    shared_seed: int
+    partition_id: int
+    next_iteration: int = 0
+    opt_steps: list[int] = field(default_factory=list)
+
+
+class VDGANPartyClient:
+    """Message handlers of a VDGAN client (registered on the project's ClientApp)."""
+
+    def __init__(self) -> None:
+        self._tables = PartyTables(party_block)
+        self._critics: OrderedDict[tuple, VDGANClient] = OrderedDict()
+
+    # -- Flower entry points -----------------------------------------------------------
+    def setup(self, msg: Message, context: Context) -> Message:
+        """Load the client's columns, build its critic, report its encoded shape."""
+        return guarded(msg, context, self._setup)
+
+    def step(self, msg: Message, context: Context) -> Message:
+        """One iteration: ``n_critic`` critic updates, then the batch's gradient."""
+        return guarded(msg, context, self._step)
+
+    def decode(self, msg: Message, context: Context) -> Message:
+        """Publication: the client's columns of the synthetic table, decoded."""
+        return guarded(msg, context, self._decode)
+
+    # -- handlers ----------------------------------------------------------------------
+    def _setup(self, msg: Message, context: Context) -> RecordDict:
+        setup = SetupInstruction.from_content(msg.content)
+        if setup.resume_step != P.NO_STEP:
+            raise ValueError("VDGAN runs cannot resume from checkpoints yet")
+        partition_id = node_partition_id(context)
+        data_key, data = self._tables.for_setup(context, setup.data_spec, partition_id)
+        shared_seed = node_shared_seed(context, setup.run_seed)
+        meta = VDPartyMeta(setup.algorithm, data_key, shared_seed, partition_id)
+        self._critics.pop(self._key(context, meta), None)
+        critic = self._critic(context, meta, data)
+        _save(context, critic, meta)
+        spans = data.encoder.spans
+        return VDSetupReply(
+            partition_id=partition_id,
+            n_rows=data.n_rows,
+            id_digest=data.id_digest,
+            seed_commitment=seed_commitment(shared_seed, setup.run_seed),
+            columns=data.schema.names,
+            span_widths=[s.width for s in spans],
+            span_activations=[s.activation for s in spans],
+        ).to_content()
+
+    def _step(self, msg: Message, context: Context) -> RecordDict:
+        meta, data = self._meta(context)
+        critic = self._restored(context, meta, data)
+        step = VDStep.from_content(
+            msg.content, critic.config.train.batch_size, data.encoder.output_dim
+        )
+        if step.iteration != meta.next_iteration:
+            raise ProtocolError(
+                f"out-of-order message: iteration {step.iteration}, expected {meta.next_iteration}"
+            )
+        grad = critic.step(step.iteration, torch.from_numpy(step.fake))
+        meta.next_iteration += 1
+        _save(context, critic, meta)
+        return VDStepReply(step.iteration, grad.numpy()).to_content()
+
+    def _decode(self, msg: Message, context: Context) -> RecordDict:
+        _, data = self._meta(context)
+        request = VDDecode.from_content(msg.content, data.encoder.output_dim)
+        frame = data.encoder.inverse_transform(request.rows)
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return GenerateReply(buffer.getvalue(), len(request.rows)).to_content()
+
+    # -- state ---------------------------------------------------------------------------
+    def _meta(self, context: Context) -> tuple[VDPartyMeta, PartyData]:
+        if P.VD_STATE_META not in context.state or P.VD_STATE_FLAT not in context.state:
+            raise ProtocolError("received a message before setup: no state for the run")
+        meta = VDPartyMeta.from_json(str(context.state[P.VD_STATE_META]["json"]))
+        return meta, self._tables.load(meta.data_key)
+
+    def _key(self, context: Context, meta: VDPartyMeta) -> tuple:
+        return (context.run_id, context.node_id, meta.config, meta.data_key, meta.shared_seed)
+
+    def _critic(self, context: Context, meta: VDPartyMeta, data: PartyData) -> VDGANClient:
+        key = self._key(context, meta)
+        if key not in self._critics:
+            config = VFLGANConfig.from_dict(json.loads(meta.config))
+            self._critics[key] = VDGANClient(
+                config, data.encoder.spans, data.encoded, meta.shared_seed, meta.partition_id
+            )
+            while len(self._critics) > CACHE_SIZE:
+                self._critics.popitem(last=False)
+        self._critics.move_to_end(key)
+        return self._critics[key]
+
+    def _restored(self, context: Context, meta: VDPartyMeta, data: PartyData) -> VDGANClient:
+        critic = self._critic(context, meta, data)
+        flat = context.state[P.VD_STATE_FLAT]
+        buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
+        if not isinstance(buffer, bytes):
+            raise ProtocolError("client state lacks its flat float32 buffer")
+        critic.state.load(np.frombuffer(buffer, dtype=np.float32), meta.opt_steps)
+        return critic
+
+
+def _save(context: Context, critic: VDGANClient, meta: VDPartyMeta) -> None:
+    meta.opt_steps = list(critic.state.optimizer_steps())
+    context.state[P.VD_STATE_META] = ConfigRecord({"json": meta.to_json()})
+    context.state[P.VD_STATE_FLAT] = ConfigRecord({"float32": critic.state.flat.numpy().tobytes()})

@@ -1,0 +1,146 @@
+"""VDGAN (paper 004, Algorithm 3) through the real Flower paths: the in-process grid
+against the one-process loop, what crosses the wire, a bad message, publication."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message
+
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.gan.vd_messages import VDSetupReply, VDStep
+from flwr_vflgan.gan.vdgan import LocalVDGAN, VDGANClient, VDGANServer, VDSchedule
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
+from flwr_vflgan.simulations.pipeline import Evaluator
+from flwr_vflgan.strategies import InProcessGrid, RunStopped, VDGANStrategy
+
+SHARED = 31337
+
+
+def _config(**train: object) -> VFLGANConfig:
+    return VFLGANConfig.from_dict({"variant": "vdgan", "train": {"eval_rows": 200, **train}})
+
+
+def _grid(n: int, observer=None) -> InProcessGrid:
+    nodes = [{"partition-id": i, "shared-seed": SHARED} for i in range(n)]
+    return InProcessGrid(make_client_app(), nodes, observer=observer)
+
+
+def _strategy(spec: DataSpec, config: VFLGANConfig, **kwargs: object) -> VDGANStrategy:
+    return VDGANStrategy(config, n_parties=spec.n_parties, seed=9, data_spec=spec, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_grid_does_what_the_one_process_loop_does_bit_for_bit(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=3)
+    config = _config(epochs=2)
+    grid = _grid(3)
+    result = _strategy(spec, config, publish_rows=150).start(grid)
+    blocks = all_blocks(spec)
+    server = VDGANServer(config, [b.encoder.spans for b in blocks], 9)
+    clients = [
+        VDGANClient(config, b.encoder.spans, b.encoded, SHARED, i) for i, b in enumerate(blocks)
+    ]
+    schedule = VDSchedule.of(len(blocks[0].frame), config.train)
+    assert (schedule.per_epoch, schedule.total) == (2, 4)  # 640 rows: 10 batches, 5 a step
+    local = LocalVDGAN(server, clients)
+    for iteration in range(schedule.total):
+        local.iteration(iteration)
+    assert result.steps == 4 and result.exchanges == 4 + 2  # setup, 4 iterations, publication
+    for index, node in enumerate(sorted(grid.get_node_ids())):
+        saved = np.frombuffer(grid.context(node).state[P.VD_STATE_FLAT]["float32"], np.float32)
+        np.testing.assert_array_equal(saved, clients[index].state.to_numpy())
+    # The published table: every client's columns, decoded, the requested rows.
+    assert list(result.synthetic.columns) == [c for b in blocks for c in b.schema.names]
+    assert len(result.synthetic) == 150 and result.published == "last"
+    real = pd.concat([b.frame for b in blocks], axis=1)
+    for column in real.columns:
+        if real[column].dtype.kind not in "iuf":
+            assert set(result.synthetic[column].dropna()) <= set(real[column].dropna()), column
+
+
+def test_the_wire_carries_synthetic_columns_and_their_gradients_only(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    log: list[Message] = []
+    _strategy(spec, _config(epochs=1), publish_rows=100).start(_grid(2, log.append))
+    blocks = all_blocks(spec)
+    widths = [b.encoder.output_dim for b in blocks]
+    encoded_rows = [{r.tobytes() for r in b.encoded.numpy().astype(np.float32)} for b in blocks]
+    steps = [m for m in log if m.metadata.message_type == P.VD_STEP]
+    assert len(steps) == 2 * 2 * 2  # 2 iterations x 2 clients, out and back
+    for message in steps:
+        assert not message.has_error()
+        records = dict(message.content.items())
+        assert set(records) == {P.CONFIG, P.FEATURES}
+        assert set(records[P.CONFIG]) == {"iteration"}
+        arrays = records[P.FEATURES]
+        assert isinstance(arrays, ArrayRecord) and len(arrays) == 1
+        (array,) = [a.numpy() for a in arrays.values()]
+        assert array.dtype == np.float32 and array.shape[0] == 64 and array.shape[1] in widths
+        party = widths.index(array.shape[1])
+        # Neither a real row nor anything but the batch's synthetic columns or gradients.
+        assert not any(r.tobytes() in encoded_rows[party] for r in array)
+    setups = [
+        m for m in log if m.metadata.message_type == P.VD_SETUP and m.metadata.reply_to_message_id
+    ]
+    for message in setups:
+        cfg = message.content[P.CONFIG]
+        assert isinstance(cfg, ConfigRecord)
+        assert sum(s.width for s in VDSetupReply.spans_of(cfg)) in widths
+    decoded = [
+        m for m in log if m.metadata.message_type == P.VD_DECODE and m.metadata.reply_to_message_id
+    ]
+    for message, block in zip(decoded, blocks, strict=True):
+        table = pd.read_parquet(io.BytesIO(message.content[P.SYNTHETIC]["parquet"]))
+        assert list(table.columns) == block.schema.names and len(table) == 100
+
+
+def test_a_client_refuses_an_iteration_out_of_order(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    grid = _grid(2)
+    nodes = sorted(grid.get_node_ids())
+    # Set the clients up through the grid, then send one of them iteration 3 first.
+    _strategy(spec, _config(epochs=1)).prepare(grid, nodes, 0.0)
+    fake = torch.zeros(64, all_blocks(spec)[0].encoder.output_dim).numpy()
+    message = Message(VDStep(3, fake).to_content(), nodes[0], P.VD_STEP)
+    (answer,) = list(grid.send_and_receive([message]))
+    assert answer.has_error()
+    assert "out-of-order message: iteration 3, expected 0" in answer.error.reason
+    # A batch of the wrong width is refused before anything is trained.
+    wrong = Message(VDStep(0, fake[:, :3]).to_content(), nodes[0], P.VD_STEP)
+    (answer,) = list(grid.send_and_receive([wrong]))
+    assert answer.has_error() and "must have shape" in answer.error.reason
+
+
+def test_bad_settings_are_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match="algorithm=vdgan has no differential privacy yet"):
+        VFLGANConfig.from_dict(
+            {"variant": "vdgan", "dp": {"mechanism": "dpsgd", "target_epsilon": 1.0}}
+        )
+    with pytest.raises(ValueError, match="a VDGAN exchange is one iteration"):
+        VFLGANConfig.from_dict({"variant": "vdgan", "train": {"steps_per_exchange": 4}})
+    with pytest.raises(ValueError, match="VDGANStrategy trains vdgan"):
+        VDGANStrategy(VFLGANConfig(), n_parties=2)
+
+
+def test_a_run_that_is_too_small_for_one_iteration_stops_with_the_reason(
+    adult_small: Path,
+) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    with pytest.raises(RunStopped, match="has no VDGAN iteration"):
+        _strategy(spec, _config(batch_size=200, epochs=1)).start(_grid(2))
+
+
+def test_evaluation_keeps_the_best_epoch(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    evaluator = Evaluator(all_blocks(spec))
+    result = _strategy(spec, _config(epochs=3), evaluate_fn=evaluator.encoded_fd).start(_grid(2))
+    assert [h["epoch"] for h in result.history] == [1, 2, 3]
+    assert result.best_fd == min(h["fd"] for h in result.history)
+    assert result.published == "best_fd"
