@@ -18,14 +18,22 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.vd_messages import VDDecode, VDSetupReply, VDStep, VDStepReply
-from flwr_vflgan.gan.vdgan import VDGANClient
+from flwr_vflgan.gan.vdgan import VDGANClient, VDSchedule
+from flwr_vflgan.privacy import BudgetExceededError, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import GenerateReply, SetupInstruction
 from flwr_vflgan.runtime.party_data import PartyData, party_block
 from flwr_vflgan.runtime.rng import seed_commitment
 
-from .common import CACHE_SIZE, PartyTables, guarded, node_partition_id, node_shared_seed
+from .common import (
+    CACHE_SIZE,
+    PartyTables,
+    guarded,
+    node_integer,
+    node_partition_id,
+    node_shared_seed,
+)
 from .state import BlockState
 
 
@@ -41,6 +49,13 @@ class VDPartyMeta(BlockState):
     partition_id: int
     next_iteration: int = 0
     opt_steps: list[int] = field(default_factory=list)
+    privacy: dict | None = None
+    """VDGAN-DPSGD: the client's plan, its noise seed and the critic steps taken."""
+
+    @property
+    def algorithm(self) -> VFLGANConfig:
+        """The run's configuration."""
+        return VFLGANConfig.from_dict(json.loads(self.config))
 
 
 class VDGANPartyClient:
@@ -72,6 +87,7 @@ class VDGANPartyClient:
         data_key, data = self._tables.for_setup(context, setup.data_spec, partition_id)
         shared_seed = node_shared_seed(context, setup.run_seed)
         meta = VDPartyMeta(setup.algorithm, data_key, shared_seed, partition_id)
+        meta.privacy = _privacy_meta(context, meta.algorithm, data.n_rows, setup.n_parties)
         self._critics.pop(self._key(context, meta), None)
         critic = self._critic(context, meta, data)
         _save(context, critic, meta)
@@ -84,6 +100,7 @@ class VDGANPartyClient:
             columns=data.schema.names,
             span_widths=[s.width for s in spans],
             span_activations=[s.activation for s in spans],
+            dp_allowed_steps=meta.privacy["plan"]["allowed_steps"] if meta.privacy else -1,
         ).to_content()
 
     def _step(self, msg: Message, context: Context) -> RecordDict:
@@ -96,18 +113,24 @@ class VDGANPartyClient:
             raise ProtocolError(
                 f"out-of-order message: iteration {step.iteration}, expected {meta.next_iteration}"
             )
+        _spend(critic, meta)
         grad = critic.step(step.iteration, torch.from_numpy(step.fake))
         meta.next_iteration += 1
         _save(context, critic, meta)
         return VDStepReply(step.iteration, grad.numpy()).to_content()
 
     def _decode(self, msg: Message, context: Context) -> RecordDict:
-        _, data = self._meta(context)
+        meta, data = self._meta(context)
         request = VDDecode.from_content(msg.content, data.encoder.output_dim)
         frame = data.encoder.inverse_transform(request.rows)
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
-        return GenerateReply(buffer.getvalue(), len(request.rows)).to_content()
+        spent = ""
+        if meta.privacy:
+            plan = PrivacyPlan.restore(meta.algorithm.dp, meta.privacy["plan"])
+            who = f"client {meta.partition_id}"
+            spent = json.dumps(plan.summary(who, meta.privacy["d_steps"]))
+        return GenerateReply(buffer.getvalue(), len(request.rows), spent).to_content()
 
     # -- state ---------------------------------------------------------------------------
     def _meta(self, context: Context) -> tuple[VDPartyMeta, PartyData]:
@@ -122,9 +145,15 @@ class VDGANPartyClient:
     def _critic(self, context: Context, meta: VDPartyMeta, data: PartyData) -> VDGANClient:
         key = self._key(context, meta)
         if key not in self._critics:
-            config = VFLGANConfig.from_dict(json.loads(meta.config))
+            config, privacy = meta.algorithm, meta.privacy
             self._critics[key] = VDGANClient(
-                config, data.encoder.spans, data.encoded, meta.shared_seed, meta.partition_id
+                config,
+                data.encoder.spans,
+                data.encoded,
+                meta.shared_seed,
+                meta.partition_id,
+                PrivacyPlan.restore(config.dp, privacy["plan"]) if privacy else None,
+                privacy["noise_seed"] if privacy else None,
             )
             while len(self._critics) > CACHE_SIZE:
                 self._critics.popitem(last=False)
@@ -145,3 +174,43 @@ def _save(context: Context, critic: VDGANClient, meta: VDPartyMeta) -> None:
     meta.opt_steps = list(critic.state.optimizer_steps())
     context.state[P.VD_STATE_META] = ConfigRecord({"json": meta.to_json()})
     context.state[P.VD_STATE_FLAT] = ConfigRecord({"float32": critic.state.flat.numpy().tobytes()})
+
+
+def _privacy_meta(
+    context: Context, config: VFLGANConfig, n_rows: int, n_parties: int
+) -> dict | None:
+    """VDGAN-DPSGD: the client's plan (calibrated here for the schedule's critic steps,
+    the clients' releases of a step in one joint account: they read the same batch rows),
+    its noise seed and the critic steps taken; ``None`` without DP."""
+    if not config.dp.enabled:
+        return None
+    if n_parties < 1:
+        raise ProtocolError("VDGAN-DPSGD needs n_parties in the setup message")
+    train = config.train
+    plan = plan_privacy(
+        config.dp,
+        dataset_size=n_rows,
+        batch_size=train.batch_size,
+        planned_steps=VDSchedule.of(n_rows, train).total * train.n_critic,
+        parts=n_parties,
+    )
+    return {
+        "plan": plan.state(),
+        "noise_seed": node_integer(context, P.NODE_NOISE_SEED),
+        "d_steps": 0,
+    }
+
+
+def _spend(critic: VDGANClient, meta: VDPartyMeta) -> None:
+    """Count an iteration's critic steps against the budget, or refuse them all."""
+    if meta.privacy is None:
+        return
+    plan = critic.privacy
+    assert plan is not None  # a client with privacy metadata was built with its plan
+    n_critic = critic.config.train.n_critic
+    if meta.privacy["d_steps"] + n_critic > plan.allowed_steps:
+        ledger = plan.ledger(f"client {meta.partition_id}", meta.privacy["d_steps"])
+        raise BudgetExceededError(
+            ledger.party, ledger.spent_after(plan.event(n_critic)), ledger.target_epsilon
+        )
+    meta.privacy["d_steps"] += n_critic

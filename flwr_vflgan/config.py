@@ -137,10 +137,15 @@ class VFLGANConfig:
     def _check_vdgan(self) -> None:
         if not self.is_vdgan:
             return
-        if self.dp.enabled:
+        if self.dp.enabled and self.dp.mechanism is not Mechanism.DPSGD:
             raise ValueError(
-                f"algorithm=vdgan has no differential privacy yet (VDGAN-DPSGD and VDGAN-PATE "
-                f"are issue 19's next step): remove dp={self.dp.mechanism.value}"
+                f"algorithm=vdgan trains its critics with dp=dpsgd (VDGAN-DPSGD); "
+                f"dp={self.dp.mechanism.value} is not built for it (VDGAN-PATE: issue 19)"
+            )
+        if self.dp.enabled and self.dp.poisson:
+            raise ValueError(
+                "VDGAN-DPSGD draws fixed-size batches against the server's fixed synthetic "
+                "batch: remove dp.sampling=poisson"
             )
         if self.train.steps_per_exchange != 1:
             raise ValueError(

@@ -29,7 +29,7 @@ from flwr_vflgan.gan.vd_messages import VDDecode, VDSetupReply, VDStep, VDStepRe
 from flwr_vflgan.gan.vdgan import VDGANServer, VDSchedule
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import ProtocolError
-from flwr_vflgan.runtime.messages import SetupInstruction
+from flwr_vflgan.runtime.messages import SetupInstruction, SetupReply
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 
 from .base import PROGRESS_RECORD, StrategyArgs, VerticalStrategy
@@ -55,6 +55,7 @@ class _Run:
     exchanges: int = 1
     evaluations: Evaluations = field(default_factory=Evaluations)
     best: np.ndarray | None = None
+    budget_stop: str | None = None
 
 
 class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
@@ -110,17 +111,45 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         )
         self.name_parties(order, "client")
         spans: list[list[WireSpan]] = []
+        allowed: list[int] = []
         for pid, cfg in enumerate(configs):
             try:
                 spans.append(VDSetupReply.spans_of(cfg))
+                allowed.append(SetupReply.allowed_steps(cfg))
             except ProtocolError as exc:
                 raise RunStopped(f"client {pid} sent a malformed setup reply: {exc}") from exc
         try:
             schedule = VDSchedule.of(n_rows, self.config.train)
         except ValueError as exc:
             raise RunStopped(str(exc)) from exc
+        schedule, budget_stop = self._budget(schedule, allowed)
         server = VDGANServer(self.config, spans, self.seed)
-        return _Run(grid, order, n_rows, schedule, server, started, exchanges=1 + agreed)
+        run = _Run(grid, order, n_rows, schedule, server, started, exchanges=1 + agreed)
+        run.budget_stop = budget_stop
+        return run
+
+    def _budget(
+        self, schedule: VDSchedule, allowed: Sequence[int]
+    ) -> tuple[VDSchedule, str | None]:
+        """The schedule cut to the iterations every client's budget allows, and why."""
+        if not self.config.dp.enabled:
+            return schedule, None
+        if any(a < 0 for a in allowed):
+            raise RunStopped("a client reports no privacy budget for a DP run")
+        iterations = min(allowed) // self.config.train.n_critic
+        if iterations < 1:
+            raise RunStopped(
+                f"the clients' budgets allow {min(allowed)} critic steps, fewer than one "
+                f"iteration's {self.config.train.n_critic}: raise dp.target_epsilon"
+            )
+        if iterations >= schedule.total:
+            return schedule, None
+        reason = (
+            f"the privacy budget allows {iterations} of the {schedule.total} planned "
+            f"iterations ({min(allowed)} critic steps)"
+        )
+        log.warning("%s: training stops there", reason)
+        return VDSchedule(schedule.per_epoch, iterations), reason
 
     def train(self, run: _Run) -> None:
         """Every iteration: one exchange, then the generator's update; an evaluation at
@@ -188,7 +217,7 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             for b, node in zip(blocks, run.order, strict=True)
         ]
         replies = self.exchange(run.grid, messages, "publication")
-        table, _ = collect_published(replies, run.order, rows, False)
+        table, privacy = collect_published(replies, run.order, rows, self.config.dp.enabled)
         permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
         return VFLGANResult(
             synthetic=table.iloc[permutation].reset_index(drop=True),
@@ -200,5 +229,7 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             wall_seconds=time.monotonic() - run.started,
             n_rows=run.n_rows,
             train_seconds=train_seconds,
+            privacy=privacy,
+            budget_stop=run.budget_stop,
             published="best_fd" if use_best else "last",
         )

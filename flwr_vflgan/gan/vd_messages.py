@@ -55,10 +55,12 @@ class VDSetupReply:
     columns: Sequence[str]
     span_widths: Sequence[int]
     span_activations: Sequence[str]
+    dp_allowed_steps: int = -1
+    """Critic steps the client's privacy budget allows (-1: no DP)."""
 
     def to_content(self) -> RecordDict:
         """The message content."""
-        content = setup_reply_content(self, "seed_commitment")
+        content = setup_reply_content(self, "seed_commitment", "dp_allowed_steps")
         record = content[P.CONFIG]
         assert isinstance(record, ConfigRecord)
         record["span_widths"] = [int(w) for w in self.span_widths]

@@ -27,8 +27,10 @@ reads the same rows (what the joint DP account below needs, and what keeps a cli
 steps reproducible across runtimes).
 
 The Flower strategy and client are ``strategies/vdgan.py`` and ``clients/vdgan.py``.
-Not here yet (issue 19): the warm-up, VDGAN-DPSGD and VDGAN-PATE wired to the critics
-(the voting mechanism and its account are :mod:`flwr_vflgan.privacy.pate`).
+VDGAN-DPSGD trains each critic by per-row clipped, noised DP-SGD (``privacy``); the
+gradients sent to the server and the generator are its post-processing. Not here yet
+(issue 19): the warm-up and VDGAN-PATE (the voting mechanism and its account are
+:mod:`flwr_vflgan.privacy.pate`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ from flwr_vflgan.nn.models import (
     frozen_batchnorm_stats,
     seeded_init,
 )
+from flwr_vflgan.privacy.config import PrivacyPlan
+from flwr_vflgan.privacy.mechanisms import wgan_gp_row_loss
+from flwr_vflgan.privacy.updates import discriminator_update
 from flwr_vflgan.runtime.flat import FlatState
 from flwr_vflgan.runtime.rng import (
     Stream,
@@ -225,6 +230,11 @@ class VDGANClient:
         does not know it.
     party
         The client's index (its critic's initialisation).
+    privacy
+        VDGAN-DPSGD: every critic update is a per-row clipped, noised DP-SGD update
+        (``None``: plain updates).
+    noise_seed
+        Seed of the DP noise, the client's alone (by default derived from its seeds).
     """
 
     def __init__(
@@ -234,6 +244,8 @@ class VDGANClient:
         data: torch.Tensor,
         shared_seed: int,
         party: int,
+        privacy: PrivacyPlan | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         width = sum(span.width for span in spans)
         if data.ndim != 2 or data.shape[1] != width or data.dtype != torch.float32:
@@ -254,10 +266,16 @@ class VDGANClient:
             self.critic.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )
         self.state = FlatState([self.critic], [self.opt])
+        self.privacy = privacy
+        if noise_seed is None:
+            noise_seed = derive_seed(shared_seed, Stream.DP_NOISE, 0, party + 1)
+        self.update = discriminator_update(privacy, noise_seed)
+        self._row_loss = wgan_gp_row_loss(train.gp_weight)
 
     def step(self, iteration: int, fake: torch.Tensor) -> torch.Tensor:
-        """Steps 2 and 3: ``n_critic`` WGAN-GP updates of ``D_k`` against ``fake``, then
-        the gradient of ``-mean D_k(fake)`` with respect to ``fake``."""
+        """Steps 2 and 3: ``n_critic`` WGAN-GP updates of ``D_k`` against ``fake`` (each
+        through the client's privacy mechanism), then the gradient of ``-mean D_k(fake)``
+        with respect to ``fake``."""
         train = self.config.train
         if tuple(fake.shape) != (train.batch_size, self.data.shape[1]):
             raise ValueError(
@@ -268,13 +286,18 @@ class VDGANClient:
         for inner in range(train.n_critic):
             step = iteration * train.n_critic + inner
             rows = discriminator_batch(self.shared_seed, step, self.data.shape[0], train.batch_size)
+            real = self.data[rows]
             alpha = uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, train.batch_size)
-            loss, _ = critic_loss(self.critic, self.data[rows], fake, alpha, train.gp_weight)
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
+
+            def batch_loss(real: torch.Tensor = real, alpha: torch.Tensor = alpha) -> torch.Tensor:
+                return critic_loss(self.critic, real, fake, alpha, train.gp_weight)[0]
+
+            self.update(
+                self.critic, self.opt, batch_loss, self._row_loss, (real, fake, alpha), step
+            )
         leaf = fake.clone().requires_grad_(True)
         (grad,) = torch.autograd.grad(generator_loss(self.critic(leaf)), leaf)
+        self.critic.zero_grad(set_to_none=True)
         return grad
 
 

@@ -153,6 +153,14 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
         "their post-processing",
         (_ENCODERS,),
     ),
+    (Mechanism.DPSGD, "vdgan"): GuaranteeStatement(
+        Guarantee.CRITIC_UPDATES,
+        "every update of every client's critic, the only models that read real rows "
+        f"({_PER_ROW}, the N clients' releases of a step in one joint account); the "
+        "gradients the clients return, the server's generator and the published table "
+        "are their post-processing",
+        (_ENCODERS,),
+    ),
     (Mechanism.VFLGAN_GAUSSIAN, "wgan_gp"): GuaranteeStatement(
         Guarantee.FIRST_LAYER,
         _FIRST_LAYER,

@@ -118,13 +118,23 @@ def test_vertigan_in_the_simulation_engine_matches_in_process(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_vdgan_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
-    """VDGAN's iterations (synthetic columns down, gradients up) give the same table
-    whatever carries the messages; train.max_steps caps its iterations."""
-    extra = ("algorithm=vdgan", "train.max_steps=4", "output.evaluate=false")
+    """VDGAN-DPSGD's iterations (synthetic columns down, gradients up) and its clients'
+    accounts are the same whatever carries the messages; train.max_steps caps the
+    iterations."""
+    extra = (
+        "algorithm=vdgan",
+        "train.max_steps=4",
+        "dp=dpsgd",
+        "dp.target_epsilon=3",
+        "output.evaluate=false",
+    )
     simulated = _run("simulation", tmp_path / "sim", *extra)
     local = _run("inprocess", tmp_path / "local", *extra)
     assert simulated["algorithm"] == "vdgan" and simulated["steps"] == 4
     assert simulated["exchanges"] == local["exchanges"] == 6  # setup, 4, publication
+    privacy = simulated["privacy"]
+    assert privacy["guarantee"] == "critic_updates" and privacy == local["privacy"]
+    assert [p["steps"] for p in privacy["parties"]] == [20, 20]
     pd.testing.assert_frame_equal(
         pd.read_csv(tmp_path / "sim" / "synthetic.csv"),
         pd.read_csv(tmp_path / "local" / "synthetic.csv"),

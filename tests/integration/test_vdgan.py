@@ -119,10 +119,6 @@ def test_a_client_refuses_an_iteration_out_of_order(adult_small: Path) -> None:
 
 
 def test_bad_settings_are_refused_in_one_line() -> None:
-    with pytest.raises(ValueError, match="algorithm=vdgan has no differential privacy yet"):
-        VFLGANConfig.from_dict(
-            {"variant": "vdgan", "dp": {"mechanism": "dpsgd", "target_epsilon": 1.0}}
-        )
     with pytest.raises(ValueError, match="a VDGAN exchange is one iteration"):
         VFLGANConfig.from_dict({"variant": "vdgan", "train": {"steps_per_exchange": 4}})
     with pytest.raises(ValueError, match="VDGANStrategy trains vdgan"):
@@ -144,3 +140,70 @@ def test_evaluation_keeps_the_best_epoch(adult_small: Path) -> None:
     assert [h["epoch"] for h in result.history] == [1, 2, 3]
     assert result.best_fd == min(h["fd"] for h in result.history)
     assert result.published == "best_fd"
+
+
+def _dp_config(**dp: object) -> VFLGANConfig:
+    return VFLGANConfig.from_dict(
+        {
+            "variant": "vdgan",
+            "train": {"epochs": 2},
+            "dp": {"mechanism": "dpsgd", "target_epsilon": 2.0, "delta": 1e-4, **dp},
+        }
+    )
+
+
+def test_vdgan_dpsgd_accounts_the_clients_jointly_and_reports_what_it_covers(
+    adult_small: Path,
+) -> None:
+    """Every critic step is a DP-SGD update; the clients read the same batch rows, so
+    their releases are one joint account (sqrt(N) times the noise of one)."""
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    result = _strategy(spec, _dp_config()).start(_grid(2))
+    assert result.steps == 4 and result.budget_stop is None
+    assert [p["party"] for p in result.privacy] == ["client 0", "client 1"]
+    for spent in result.privacy:
+        assert spent["mechanism"] == "dpsgd" and spent["parts"] == 2
+        assert spent["steps"] == 4 * 5  # 4 iterations of n_critic = 5 critic steps
+        assert 1.9 < spent["epsilon"] <= 2.0
+    from flwr_vflgan.privacy import DPConfig, plan_privacy
+
+    alone = plan_privacy(
+        DPConfig(mechanism="dpsgd", target_epsilon=2.0, delta=1e-4),
+        dataset_size=640,
+        batch_size=64,
+        planned_steps=20,
+    )
+    noise = result.privacy[0]["noise_multiplier"]
+    assert noise == pytest.approx(alone.noise_multiplier * 2**0.5, rel=1e-6)
+
+
+def test_a_budget_too_small_for_the_schedule_cuts_it_and_the_clients_enforce_it(
+    adult_small: Path,
+) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    config = _dp_config(noise_multiplier=5.0)  # 10 critic steps: 2 of the 4 iterations
+    grid = _grid(2)
+    result = _strategy(spec, config).start(grid)
+    assert result.budget_stop is not None and "iterations" in result.budget_stop
+    assert result.steps == 2
+    assert all(p["epsilon"] <= 2.0 for p in result.privacy)
+    # A client refuses an iteration its budget does not allow, whatever the server asks.
+    nodes = sorted(grid.get_node_ids())
+    fake = torch.zeros(64, all_blocks(spec)[0].encoder.output_dim).numpy()
+    message = Message(VDStep(result.steps, fake).to_content(), nodes[0], P.VD_STEP)
+    (answer,) = list(grid.send_and_receive([message]))
+    assert answer.has_error() and "privacy budget" in answer.error.reason
+
+
+def test_vdgan_refuses_the_mechanisms_it_does_not_have() -> None:
+    with pytest.raises(ValueError, match="dp=vflgan_gaussian is not built for it"):
+        VFLGANConfig.from_dict(
+            {"variant": "vdgan", "dp": {"mechanism": "vflgan_gaussian", "target_epsilon": 1.0}}
+        )
+    with pytest.raises(ValueError, match=r"remove dp\.sampling=poisson"):
+        VFLGANConfig.from_dict(
+            {
+                "variant": "vdgan",
+                "dp": {"mechanism": "dpsgd", "target_epsilon": 1.0, "sampling": "poisson"},
+            }
+        )
