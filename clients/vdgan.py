@@ -18,8 +18,9 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.vd_messages import VDDecode, VDSetupReply, VDStep, VDStepReply
-from flwr_vflgan.gan.vdgan import VDGANClient, VDSchedule
-from flwr_vflgan.privacy import BudgetExceededError, PrivacyPlan, plan_privacy
+from flwr_vflgan.gan.vdgan import PateClient, VDGANClient, VDSchedule
+from flwr_vflgan.privacy import BudgetExceededError, Mechanism, PrivacyPlan, plan_privacy
+from flwr_vflgan.privacy.pate import PatePlan
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import GenerateReply, SetupInstruction
@@ -63,7 +64,7 @@ class VDGANPartyClient:
 
     def __init__(self) -> None:
         self._tables = PartyTables(party_block)
-        self._critics: OrderedDict[tuple, VDGANClient] = OrderedDict()
+        self._critics: OrderedDict[tuple, VDGANClient | PateClient] = OrderedDict()
 
     # -- Flower entry points -----------------------------------------------------------
     def setup(self, msg: Message, context: Context) -> Message:
@@ -100,7 +101,7 @@ class VDGANPartyClient:
             columns=data.schema.names,
             span_widths=[s.width for s in spans],
             span_activations=[s.activation for s in spans],
-            dp_allowed_steps=meta.privacy["plan"]["allowed_steps"] if meta.privacy else -1,
+            dp_allowed_steps=meta.privacy["allowed_steps"] if meta.privacy else -1,
         ).to_content()
 
     def _step(self, msg: Message, context: Context) -> RecordDict:
@@ -113,7 +114,7 @@ class VDGANPartyClient:
             raise ProtocolError(
                 f"out-of-order message: iteration {step.iteration}, expected {meta.next_iteration}"
             )
-        _spend(critic, meta)
+        _spend(meta, critic.config.train.n_critic)
         grad = critic.step(step.iteration, torch.from_numpy(step.fake))
         meta.next_iteration += 1
         _save(context, critic, meta)
@@ -125,11 +126,7 @@ class VDGANPartyClient:
         frame = data.encoder.inverse_transform(request.rows)
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
-        spent = ""
-        if meta.privacy:
-            plan = PrivacyPlan.restore(meta.algorithm.dp, meta.privacy["plan"])
-            who = f"client {meta.partition_id}"
-            spent = json.dumps(plan.summary(who, meta.privacy["d_steps"]))
+        spent = json.dumps(_summary(meta)) if meta.privacy else ""
         return GenerateReply(buffer.getvalue(), len(request.rows), spent).to_content()
 
     # -- state ---------------------------------------------------------------------------
@@ -142,25 +139,20 @@ class VDGANPartyClient:
     def _key(self, context: Context, meta: VDPartyMeta) -> tuple:
         return (context.run_id, context.node_id, meta.config, meta.data_key, meta.shared_seed)
 
-    def _critic(self, context: Context, meta: VDPartyMeta, data: PartyData) -> VDGANClient:
+    def _critic(
+        self, context: Context, meta: VDPartyMeta, data: PartyData
+    ) -> VDGANClient | PateClient:
         key = self._key(context, meta)
         if key not in self._critics:
-            config, privacy = meta.algorithm, meta.privacy
-            self._critics[key] = VDGANClient(
-                config,
-                data.encoder.spans,
-                data.encoded,
-                meta.shared_seed,
-                meta.partition_id,
-                PrivacyPlan.restore(config.dp, privacy["plan"]) if privacy else None,
-                privacy["noise_seed"] if privacy else None,
-            )
+            self._critics[key] = _build(meta, data)
             while len(self._critics) > CACHE_SIZE:
                 self._critics.popitem(last=False)
         self._critics.move_to_end(key)
         return self._critics[key]
 
-    def _restored(self, context: Context, meta: VDPartyMeta, data: PartyData) -> VDGANClient:
+    def _restored(
+        self, context: Context, meta: VDPartyMeta, data: PartyData
+    ) -> VDGANClient | PateClient:
         critic = self._critic(context, meta, data)
         flat = context.state[P.VD_STATE_FLAT]
         buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
@@ -170,7 +162,7 @@ class VDGANPartyClient:
         return critic
 
 
-def _save(context: Context, critic: VDGANClient, meta: VDPartyMeta) -> None:
+def _save(context: Context, critic: VDGANClient | PateClient, meta: VDPartyMeta) -> None:
     meta.opt_steps = list(critic.state.optimizer_steps())
     context.state[P.VD_STATE_META] = ConfigRecord({"json": meta.to_json()})
     context.state[P.VD_STATE_FLAT] = ConfigRecord({"float32": critic.state.flat.numpy().tobytes()})
@@ -179,38 +171,72 @@ def _save(context: Context, critic: VDGANClient, meta: VDPartyMeta) -> None:
 def _privacy_meta(
     context: Context, config: VFLGANConfig, n_rows: int, n_parties: int
 ) -> dict | None:
-    """VDGAN-DPSGD: the client's plan (calibrated here for the schedule's critic steps,
-    the clients' releases of a step in one joint account: they read the same batch rows),
-    its noise seed and the critic steps taken; ``None`` without DP."""
+    """The client's privacy plan, its noise seed and the critic steps taken (``None``
+    without DP): VDGAN-DPSGD's per-row plan, calibrated here for the schedule's critic
+    steps, or VDGAN-PATE's votes, calibrated for its iterations. Either way the clients'
+    releases of a step are one joint account: they read the same rows."""
     if not config.dp.enabled:
         return None
     if n_parties < 1:
-        raise ProtocolError("VDGAN-DPSGD needs n_parties in the setup message")
+        raise ProtocolError("a DP VDGAN run needs n_parties in the setup message")
     train = config.train
+    iterations = VDSchedule.of(n_rows, train).total
+    out: dict = {"noise_seed": node_integer(context, P.NODE_NOISE_SEED), "d_steps": 0}
+    if config.dp.mechanism is Mechanism.PATE:
+        pate = PatePlan.calibrate(
+            config.dp, iterations=iterations, batch_size=train.batch_size, parties=n_parties
+        )
+        out.update(pate=pate.state(), allowed_steps=pate.allowed_iterations * train.n_critic)
+        return out
     plan = plan_privacy(
         config.dp,
         dataset_size=n_rows,
         batch_size=train.batch_size,
-        planned_steps=VDSchedule.of(n_rows, train).total * train.n_critic,
+        planned_steps=iterations * train.n_critic,
         parts=n_parties,
     )
-    return {
-        "plan": plan.state(),
-        "noise_seed": node_integer(context, P.NODE_NOISE_SEED),
-        "d_steps": 0,
-    }
+    out.update(plan=plan.state(), allowed_steps=plan.allowed_steps)
+    return out
 
 
-def _spend(critic: VDGANClient, meta: VDPartyMeta) -> None:
+def _spend(meta: VDPartyMeta, n_critic: int) -> None:
     """Count an iteration's critic steps against the budget, or refuse them all."""
-    if meta.privacy is None:
+    privacy = meta.privacy
+    if privacy is None:
         return
-    plan = critic.privacy
-    assert plan is not None  # a client with privacy metadata was built with its plan
-    n_critic = critic.config.train.n_critic
-    if meta.privacy["d_steps"] + n_critic > plan.allowed_steps:
-        ledger = plan.ledger(f"client {meta.partition_id}", meta.privacy["d_steps"])
-        raise BudgetExceededError(
-            ledger.party, ledger.spent_after(plan.event(n_critic)), ledger.target_epsilon
+    if privacy["d_steps"] + n_critic > privacy["allowed_steps"]:
+        after = _summary(meta, privacy["d_steps"] + n_critic)
+        raise BudgetExceededError(after["party"], after["epsilon"], after["target_epsilon"])
+    privacy["d_steps"] += n_critic
+
+
+def _summary(meta: VDPartyMeta, d_steps: int | None = None) -> dict:
+    """What the client spent after ``d_steps`` critic steps (default: those taken), as it
+    reports it."""
+    privacy, config = meta.privacy, meta.algorithm
+    assert privacy is not None
+    steps = privacy["d_steps"] if d_steps is None else d_steps
+    who = f"client {meta.partition_id}"
+    if "pate" in privacy:
+        return PatePlan.restore(privacy["pate"]).summary(who, steps // config.train.n_critic)
+    return PrivacyPlan.restore(config.dp, privacy["plan"]).summary(who, steps)
+
+
+def _build(meta: VDPartyMeta, data: PartyData) -> VDGANClient | PateClient:
+    """The client's critic (VDGAN, VDGAN-DPSGD) or teachers (VDGAN-PATE)."""
+    config, privacy = meta.algorithm, meta.privacy
+    spans, rows = data.encoder.spans, data.encoded
+    if privacy is not None and "pate" in privacy:
+        sigma = PatePlan.restore(privacy["pate"]).sigma
+        return PateClient(
+            config, spans, rows, meta.shared_seed, meta.partition_id, sigma, privacy["noise_seed"]
         )
-    meta.privacy["d_steps"] += n_critic
+    return VDGANClient(
+        config,
+        spans,
+        rows,
+        meta.shared_seed,
+        meta.partition_id,
+        PrivacyPlan.restore(config.dp, privacy["plan"]) if privacy else None,
+        privacy["noise_seed"] if privacy else None,
+    )

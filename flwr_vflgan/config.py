@@ -136,11 +136,16 @@ class VFLGANConfig:
 
     def _check_vdgan(self) -> None:
         if not self.is_vdgan:
+            if self.dp.mechanism is Mechanism.PATE:
+                raise ValueError(
+                    f"dp=pate is VDGAN-PATE's mechanism (algorithm=vdgan); "
+                    f"algorithm={self.variant.value} has no teachers to vote"
+                )
             return
-        if self.dp.enabled and self.dp.mechanism is not Mechanism.DPSGD:
+        if self.dp.enabled and self.dp.mechanism not in (Mechanism.DPSGD, Mechanism.PATE):
             raise ValueError(
-                f"algorithm=vdgan trains its critics with dp=dpsgd (VDGAN-DPSGD); "
-                f"dp={self.dp.mechanism.value} is not built for it (VDGAN-PATE: issue 19)"
+                f"algorithm=vdgan trains its critics with dp=dpsgd (VDGAN-DPSGD) or dp=pate "
+                f"(VDGAN-PATE); dp={self.dp.mechanism.value} is not built for it"
             )
         if self.dp.enabled and self.dp.poisson:
             raise ValueError(

@@ -52,6 +52,7 @@ from flwr_vflgan.nn.models import (
 )
 from flwr_vflgan.privacy.config import PrivacyPlan
 from flwr_vflgan.privacy.mechanisms import wgan_gp_row_loss
+from flwr_vflgan.privacy.pate import compress, vote
 from flwr_vflgan.privacy.updates import discriminator_update
 from flwr_vflgan.runtime.flat import FlatState
 from flwr_vflgan.runtime.rng import (
@@ -59,6 +60,7 @@ from flwr_vflgan.runtime.rng import (
     derive_seed,
     discriminator_batch,
     latent_noise,
+    numpy_generator,
     torch_generator,
     uniform_alpha,
 )
@@ -301,10 +303,85 @@ class VDGANClient:
         return grad
 
 
+class PateClient:
+    """VDGAN-PATE's client (paper 004, Algorithm 4): ``E`` teacher critics, each trained by
+    WGAN-GP on its own disjoint shard of the client's rows, and their noisy vote.
+
+    The shards come from a permutation of the rows drawn from the clients' shared seed, so
+    shard ``j`` holds the same people at every client (what the joint account assumes).
+    Per iteration every teacher takes ``n_critic`` updates on batches of its shard against
+    the received synthetic batch; then each teacher's gradient of ``-D_j`` at every
+    synthetic row is compressed to ``K`` signs and the signs are voted
+    (:mod:`flwr_vflgan.privacy.pate`). The reply is the voted signs divided by the batch
+    size (the scale of a batch-mean loss's gradient); nothing else leaves the client.
+
+    Parameters
+    ----------
+    config, spans, data, shared_seed, party
+        As :class:`VDGANClient`.
+    sigma
+        The votes' noise standard deviation.
+    noise_seed
+        Seed of the client's signs and vote noise, its own (by default derived).
+    """
+
+    def __init__(
+        self,
+        config: GANSettings,
+        spans: Sequence[SpanLike],
+        data: torch.Tensor,
+        shared_seed: int,
+        party: int,
+        sigma: float,
+        noise_seed: int | None = None,
+    ) -> None:
+        dp, train = config.dp, config.train
+        shard_rows = data.shape[0] // dp.pate_teachers
+        if shard_rows < train.batch_size:
+            raise ValueError(
+                f"{dp.pate_teachers} teachers leave {shard_rows} rows each, fewer than "
+                f"train.batch_size {train.batch_size}: lower dp.pate_teachers or the batch"
+            )
+        self.config = config
+        self.sigma = sigma
+        self.shared_seed = shared_seed
+        order = numpy_generator(shared_seed, Stream.SHUFFLE, 0, 1).permutation(data.shape[0])
+        self.shards = [
+            data[torch.from_numpy(order[j :: dp.pate_teachers][:shard_rows])]
+            for j in range(dp.pate_teachers)
+        ]
+        # Teacher j draws its batches and initialisation from its own stream of the
+        # shared seed (the same at every client: shard j's people, batch for batch).
+        self.teachers = [
+            VDGANClient(
+                config, spans, shard, derive_seed(shared_seed, Stream.BATCH, 0, j + 1), party
+            )
+            for j, shard in enumerate(self.shards)
+        ]
+        self.state = FlatState([t.critic for t in self.teachers], [t.opt for t in self.teachers])
+        self.noise_seed = (
+            noise_seed
+            if noise_seed is not None
+            else derive_seed(shared_seed, Stream.DP_NOISE, 0, party + 1)
+        )
+
+    def step(self, iteration: int, fake: torch.Tensor) -> torch.Tensor:
+        """Every teacher's critic updates, then the voted signs (over the batch size)."""
+        dp = self.config.dp
+        grads = []
+        for teacher in self.teachers:
+            # The gradient of the batch mean, times the batch: each row's own -grad D_j.
+            grads.append(teacher.step(iteration, fake) * fake.shape[0])
+        generator = torch_generator(self.noise_seed, Stream.DP_NOISE, iteration)
+        signs = compress(torch.stack(grads), dp.pate_top_k, dp.pate_clip, generator)
+        voted = vote(signs, self.sigma, dp.pate_threshold, generator)
+        return voted / fake.shape[0]
+
+
 class LocalVDGAN:
     """The server and the clients of a VDGAN run in one process, in the protocol's order."""
 
-    def __init__(self, server: VDGANServer, clients: Sequence[VDGANClient]) -> None:
+    def __init__(self, server: VDGANServer, clients: Sequence[VDGANClient | PateClient]) -> None:
         if len(clients) != len(server.widths):
             raise ValueError(f"the server expects {len(server.widths)} clients, got {len(clients)}")
         self.server = server

@@ -39,6 +39,9 @@ class Mechanism(StrEnum):
     END_TO_END = "end_to_end"
     """DP-SGD on every discriminator that reads real rows, the server's ``D_s`` included,
     accounted as one mechanism per step; encoders from public metadata only."""
+    PATE = "pate"
+    """VDGAN-PATE (paper 004, Algorithm 4): teacher critics on disjoint shards, their
+    top-K gradient signs voted with Gaussian noise; only the votes leave a client."""
 
     @property
     def per_sample(self) -> bool:
@@ -97,6 +100,12 @@ class DPConfig:
         real table, as paper 000's experiments do. That choice reads the real data outside
         the accounted mechanism, so it is off by default under DP and the last generator
         is published.
+    pate_teachers, pate_top_k, pate_clip, pate_threshold
+        ``pate`` only (:mod:`flwr_vflgan.privacy.pate`): teachers per client ``E``, signs
+        each teacher votes on per synthetic row ``K``, the per-entry clip ``c`` before
+        normalisation, and the voting threshold ``beta`` (a direction needs a noisy sum of
+        at least ``beta E``). With ``pate``, ``noise_multiplier`` is the votes' noise
+        standard deviation itself.
 
     Raises
     ------
@@ -114,6 +123,10 @@ class DPConfig:
     sampling: Sampling = Sampling.WITHOUT_REPLACEMENT
     conversion: Conversion = Conversion.CLASSIC
     select_by_fd: bool = False
+    pate_teachers: int = 10
+    pate_top_k: int = 5
+    pate_clip: float = 1.0
+    pate_threshold: float = 0.5
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mechanism", _choice(Mechanism, self.mechanism, "mechanism"))
@@ -154,12 +167,24 @@ class DPConfig:
         _number("max_grad_norm", self.max_grad_norm)
         if self.noise_multiplier is not None:
             _number("noise_multiplier", self.noise_multiplier)
+        if self.mechanism is Mechanism.PATE:
+            self._check_pate()
         if self.sampling is Sampling.POISSON and not self.mechanism.per_sample:
             raise ValueError(
                 "dp.sampling=poisson needs dp=dpsgd or dp=end_to_end: the first-layer "
                 "mechanism's sensitivity "
                 "2C is proven for fixed-size batches without replacement (paper 000, Prop. 4)"
             )
+
+    def _check_pate(self) -> None:
+        for name in ("pate_teachers", "pate_top_k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"dp.{name} must be an integer >= 1, got {value!r}")
+        _number("pate_clip", self.pate_clip)
+        threshold = _number("pate_threshold", self.pate_threshold, positive=False)
+        if threshold > 1:
+            raise ValueError(f"dp.pate_threshold must be in [0, 1], got {self.pate_threshold!r}")
 
     @property
     def enabled(self) -> bool:

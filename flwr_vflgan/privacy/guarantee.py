@@ -25,6 +25,11 @@ Every DP run reports one :class:`Guarantee` beside its epsilon (``metrics.json``
   come from public metadata, so the published table is post-processing. What the parties
   and the server observe while training is outside it.
 
+* ``noisy_votes`` (``dp=pate`` on VDGAN): the only release that depends on real rows is
+  each client's noisy, thresholded vote of its teachers' gradient signs (thesis
+  Algorithm 4), accounted with :mod:`flwr_vflgan.privacy.pate`; the teachers stay at the
+  client, and the generator and the table are post-processing.
+
 Whatever the guarantee, choosing the published epoch by its Frechet distance to the
 real table (``dp.select_by_fd=true``) reads the data outside the mechanism, and it is
 listed among what is not covered.
@@ -52,6 +57,9 @@ class Guarantee(StrEnum):
     END_TO_END = "end_to_end"
     """Every update that reads real rows is noised and the encoders are public: the
     published table is post-processing of the accounted releases."""
+    NOISY_VOTES = "noisy_votes"
+    """VDGAN-PATE: the teachers read real rows un-noised but never leave their client;
+    only their noisy, thresholded votes do, and everything after is post-processing."""
 
 
 _ENCODERS = "the encoders (numeric statistics, modes and category lists fitted on the private rows)"
@@ -153,6 +161,19 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
         "their post-processing",
         (_ENCODERS,),
     ),
+    (Mechanism.PATE, "vdgan"): GuaranteeStatement(
+        Guarantee.NOISY_VOTES,
+        "every release that depends on real rows: each client's noisy, thresholded votes "
+        "of its teachers' gradient signs (Gaussian noise, the N clients' votes in one "
+        "joint account, no amplification by sampling); the teachers stay at their client, "
+        "and the server's generator and the published table are post-processing",
+        (
+            _ENCODERS,
+            "the teachers themselves (trained un-noised on their shards: they must never "
+            "leave the client)",
+            _RNG,
+        ),
+    ),
     (Mechanism.DPSGD, "vdgan"): GuaranteeStatement(
         Guarantee.CRITIC_UPDATES,
         "every update of every client's critic, the only models that read real rows "
@@ -243,6 +264,12 @@ def _statement(variant: str, mechanism: Mechanism) -> GuaranteeStatement:
 def spent_description(holder: Mapping[str, Any]) -> str:
     """How one data holder's epsilon was spent, in words (the console and report.md):
     the discriminator steps and their noise, or AIM's and MST's zCDP releases."""
+    if holder.get("accountant") == "pate-votes":
+        return (
+            f"{holder['steps']} iterations of noisy votes on {holder['batch_size']} rows, "
+            f"{holder['teachers']} teachers, top-{holder['top_k']} signs, sigma "
+            f"{holder['noise_multiplier']:.4g}, classic conversion"
+        )
     if holder.get("accountant") == "zcdp":
         return (
             f"rho {holder['rho_spent']:.4f}-zCDP: {holder['steps']} noisy marginals and "

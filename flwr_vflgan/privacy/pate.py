@@ -40,8 +40,16 @@ import numpy as np
 import torch
 
 from flwr_vflgan.privacy.accounting import RDP_ORDERS
+from flwr_vflgan.privacy.config import DPConfig
 
-__all__ = ["PateAccount", "calibrate_sigma", "compress", "vote", "vote_sensitivity"]
+__all__ = [
+    "PateAccount",
+    "PatePlan",
+    "calibrate_sigma",
+    "compress",
+    "vote",
+    "vote_sensitivity",
+]
 
 
 def vote_sensitivity(top_k: int) -> float:
@@ -219,3 +227,107 @@ def calibrate_sigma(
         else:
             high = middle
     return high
+
+
+@dataclass(frozen=True)
+class PatePlan:
+    """One VDGAN-PATE client's noise and allowance, and what it reports.
+
+    Parameters
+    ----------
+    sigma
+        The votes' noise standard deviation.
+    top_k, batch_size, parties, teachers
+        ``K``, the synthetic rows voted on per iteration, the clients accounted jointly,
+        the teachers ``E``.
+    target_epsilon, delta
+        The budget.
+    allowed_iterations
+        The most iterations the budget allows (the client refuses the next).
+    """
+
+    sigma: float
+    top_k: int
+    batch_size: int
+    parties: int
+    teachers: int
+    target_epsilon: float
+    delta: float
+    allowed_iterations: int
+
+    @classmethod
+    def calibrate(
+        cls,
+        dp: DPConfig,
+        *,
+        iterations: int,
+        batch_size: int,
+        parties: int,
+    ) -> PatePlan:
+        """The plan of a ``dp=pate`` configuration for ``iterations`` planned rounds: the
+        noise calibrated to the target (or ``dp.noise_multiplier`` as the noise itself).
+
+        Raises
+        ------
+        ValueError
+            The budget allows no iteration with the given noise.
+        """
+        assert dp.target_epsilon is not None  # DPConfig checks it when enabled
+        sigma = (
+            float(dp.noise_multiplier)
+            if dp.noise_multiplier is not None
+            else calibrate_sigma(
+                dp.target_epsilon,
+                dp.delta,
+                iterations=iterations,
+                batch_size=batch_size,
+                top_k=dp.pate_top_k,
+                parties=parties,
+            )
+        )
+        account = PateAccount(sigma, dp.pate_top_k, batch_size, parties)
+        allowed = account.allowed_iterations(dp.target_epsilon, dp.delta)
+        if allowed == 0:
+            raise ValueError(
+                f"dp.target_epsilon={dp.target_epsilon:g} is too small for one iteration of "
+                f"votes with noise {sigma:g} (one spends epsilon "
+                f"{account.epsilon(1, dp.delta):.4g}): raise the target or the noise"
+            )
+        return cls(
+            sigma,
+            dp.pate_top_k,
+            batch_size,
+            parties,
+            dp.pate_teachers,
+            float(dp.target_epsilon),
+            float(dp.delta),
+            allowed,
+        )
+
+    def state(self) -> dict[str, float | int]:
+        """JSON-able fields (:meth:`restore` reads them back)."""
+        return dict(vars(self))
+
+    @classmethod
+    def restore(cls, state: dict[str, float | int]) -> PatePlan:
+        """Inverse of :meth:`state`."""
+        return cls(**state)  # type: ignore[arg-type]
+
+    def summary(self, holder: str, iterations: int) -> dict[str, object]:
+        """What a client reports after ``iterations`` rounds of votes."""
+        account = PateAccount(self.sigma, self.top_k, self.batch_size, self.parties)
+        return {
+            "party": holder,
+            "epsilon": account.epsilon(iterations, self.delta),
+            "target_epsilon": self.target_epsilon,
+            "delta": self.delta,
+            "accountant": "pate-votes",
+            "conversion": "classic",
+            "steps": iterations,
+            "mechanism": "pate",
+            "noise_multiplier": self.sigma,
+            "teachers": self.teachers,
+            "top_k": self.top_k,
+            "batch_size": self.batch_size,
+            "parts": self.parties,
+        }

@@ -207,3 +207,65 @@ def test_vdgan_refuses_the_mechanisms_it_does_not_have() -> None:
                 "dp": {"mechanism": "dpsgd", "target_epsilon": 1.0, "sampling": "poisson"},
             }
         )
+
+
+def _pate_config(**dp: object) -> VFLGANConfig:
+    settings = {"mechanism": "pate", "target_epsilon": 5.0, "delta": 1e-4, "pate_teachers": 2}
+    return VFLGANConfig.from_dict(
+        {"variant": "vdgan", "train": {"epochs": 2}, "dp": {**settings, "pate_top_k": 3, **dp}}
+    )
+
+
+def test_vdgan_pate_sends_only_voted_signs_and_matches_the_local_loop(adult_small: Path) -> None:
+    """Each client trains its teachers on disjoint shards and sends the noisy vote of
+    their top-K signs, scaled by the batch: entries in {-1, 0, 1} / m, nothing else."""
+    from flwr_vflgan.gan.vdgan import PateClient
+    from flwr_vflgan.privacy.pate import PatePlan
+
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    config = _pate_config()
+    log: list[Message] = []
+    grid = _grid(2, log.append)
+    result = _strategy(spec, config).start(grid)
+    assert result.steps == 4
+    replies = [
+        m for m in log if m.metadata.message_type == P.VD_STEP and m.metadata.reply_to_message_id
+    ]
+    for message in replies:
+        (grad,) = [a.numpy() for a in message.content[P.FEATURES].values()]
+        assert set(np.unique(grad * 64).tolist()) <= {-1.0, 0.0, 1.0}
+    for spent in result.privacy:
+        assert spent["mechanism"] == "pate" and spent["parts"] == 2 and spent["steps"] == 4
+        assert spent["teachers"] == 2 and 4.9 < spent["epsilon"] <= 5.0
+    plan = PatePlan.calibrate(config.dp, iterations=4, batch_size=64, parties=2)
+    assert result.privacy[0]["noise_multiplier"] == pytest.approx(plan.sigma)
+    # The same run in one process: the clients' teachers end bit for bit alike.
+    blocks = all_blocks(spec)
+    server = VDGANServer(config, [b.encoder.spans for b in blocks], 9)
+    clients = [
+        PateClient(config, b.encoder.spans, b.encoded, SHARED, i, plan.sigma)
+        for i, b in enumerate(blocks)
+    ]
+    local = LocalVDGAN(server, clients)
+    for iteration in range(4):
+        local.iteration(iteration)
+    for index, node in enumerate(sorted(grid.get_node_ids())):
+        saved = np.frombuffer(grid.context(node).state[P.VD_STATE_FLAT]["float32"], np.float32)
+        np.testing.assert_array_equal(saved, clients[index].state.to_numpy())
+
+
+def test_pate_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="dp=pate is VDGAN-PATE's mechanism"):
+        VFLGANConfig.from_dict(
+            {"variant": "vflgan", "dp": {"mechanism": "pate", "target_epsilon": 1.0}}
+        )
+    with pytest.raises(ValueError, match=r"dp\.pate_teachers must be an integer >= 1"):
+        _pate_config(pate_teachers=0)
+    with pytest.raises(ValueError, match=r"dp.pate_threshold must be in \[0, 1\]"):
+        _pate_config(pate_threshold=1.5)
+
+
+def test_too_many_teachers_for_the_rows_stop_the_run_with_the_reason(adult_small: Path) -> None:
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    with pytest.raises(RunStopped, match="20 teachers leave 32 rows each"):
+        _strategy(spec, _pate_config(pate_teachers=20)).start(_grid(2))

@@ -124,3 +124,19 @@ def test_the_budget_stop_and_the_calibration_agree():
 def test_bad_arguments_are_refused_with_their_name(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_a_plan_calibrates_reports_and_round_trips():
+    from flwr_vflgan.privacy import DPConfig
+    from flwr_vflgan.privacy.pate import PatePlan
+
+    dp = DPConfig(mechanism="pate", target_epsilon=4.0, delta=1e-5, pate_top_k=3)
+    plan = PatePlan.calibrate(dp, iterations=100, batch_size=16, parties=2)
+    assert plan.allowed_iterations >= 100
+    assert PatePlan.restore(plan.state()) == plan
+    spent = plan.summary("client 0", 100)
+    assert spent["accountant"] == "pate-votes" and spent["parts"] == 2
+    assert 3.9 < spent["epsilon"] <= 4.0
+    fixed = DPConfig(mechanism="pate", target_epsilon=4.0, noise_multiplier=1.0)
+    with pytest.raises(ValueError, match="too small for one iteration of votes"):
+        PatePlan.calibrate(fixed, iterations=100, batch_size=16, parties=2)
