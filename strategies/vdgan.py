@@ -174,7 +174,8 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
                 grads.append(torch.from_numpy(reply.grad))
             server.update(iteration, grads)
             self.tick(iteration + 1, run.schedule.total, run.started)
-            if self.evaluate_fn is not None and run.schedule.ends_epoch(iteration):
+            due = run.schedule.evaluation_due(iteration, self.config.train.eval_every)
+            if self.evaluate_fn is not None and due:
                 self._evaluate(run, iteration)
 
     def _evaluate(self, run: _Run, iteration: int) -> None:

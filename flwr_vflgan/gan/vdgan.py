@@ -106,6 +106,16 @@ class VDSchedule:
         """The 1-based epoch of ``iteration``."""
         return iteration // self.per_epoch + 1
 
+    def evaluation_due(self, iteration: int, eval_every: int) -> bool:
+        """Whether the generator is evaluated after ``iteration``: at the end of every
+        ``eval_every``-th epoch and after the last iteration (never when it is 0), as the
+        VFLGAN family's schedule has it."""
+        if eval_every <= 0:
+            return False
+        if iteration + 1 == self.total:
+            return True
+        return self.ends_epoch(iteration) and self.epoch_of(iteration) % eval_every == 0
+
 
 @dataclass(frozen=True)
 class _Shifted:

@@ -119,6 +119,8 @@ def test_the_schedule_counts_iterations_like_vflgans_generator_steps(make_config
     assert (schedule.per_epoch, schedule.total) == (2, 6)
     assert [schedule.ends_epoch(i) for i in range(6)] == [False, True] * 3
     assert [schedule.epoch_of(i) for i in range(6)] == [1, 1, 2, 2, 3, 3]
+    assert [schedule.evaluation_due(i, 2) for i in range(6)] == [False] * 3 + [True, False, True]
+    assert not any(schedule.evaluation_due(i, 0) for i in range(6))
     capped = VDSchedule.of(40, make_config("vdgan", n_critic=2, max_steps=3).train)
     assert capped.total == 3 and capped.ends_epoch(2)
     with pytest.raises(ValueError, match="has no VDGAN iteration"):
