@@ -7,8 +7,12 @@ import json
 from dataclasses import asdict, fields
 from typing import Any, ClassVar, TypeVar
 
+import numpy as np
+from flwr.app import ConfigRecord, Context
+
 from flwr_vflgan.runtime.blocks import StepBlock
 from flwr_vflgan.runtime.codec import ProtocolError
+from flwr_vflgan.runtime.flat import FlatState
 
 Meta = TypeVar("Meta", bound="BlockState")
 
@@ -51,3 +55,28 @@ class BlockState:
         if "pending" in {f.name for f in fields(cls)}:  # type: ignore[arg-type]
             values["pending"] = StepBlock(*values["pending"])
         return cls(**values)
+
+
+def save_flat(context: Context, key: str, state: FlatState) -> list[int]:
+    """Write ``state``'s flat buffer into ``context.state[key]`` as raw float32 bytes (the
+    layout is fixed by the configuration, and :meth:`FlatState.load` checks its size);
+    returns the optimizers' step counters, which travel in the holder's JSON state."""
+    context.state[key] = ConfigRecord({"float32": state.flat.numpy().tobytes()})
+    return list(state.optimizer_steps())
+
+
+def load_flat(
+    context: Context, key: str, state: FlatState, optimizer_steps: list[int], who: str
+) -> None:
+    """Restore ``state`` from :func:`save_flat`'s record.
+
+    Raises
+    ------
+    ProtocolError
+        The record is missing or holds no float32 bytes (``who`` names the holder).
+    """
+    flat = context.state.get(key, None)
+    buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
+    if not isinstance(buffer, bytes):
+        raise ProtocolError(f"{who} state lacks its flat float32 buffer")
+    state.load(np.frombuffer(buffer, dtype=np.float32), optimizer_steps)

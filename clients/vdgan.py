@@ -12,7 +12,6 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 
@@ -35,7 +34,7 @@ from .common import (
     node_partition_id,
     node_shared_seed,
 )
-from .state import BlockState
+from .state import BlockState, load_flat, save_flat
 
 
 @dataclass
@@ -154,18 +153,13 @@ class VDGANPartyClient:
         self, context: Context, meta: VDPartyMeta, data: PartyData
     ) -> VDGANClient | PateClient:
         critic = self._critic(context, meta, data)
-        flat = context.state[P.VD_STATE_FLAT]
-        buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
-        if not isinstance(buffer, bytes):
-            raise ProtocolError("client state lacks its flat float32 buffer")
-        critic.state.load(np.frombuffer(buffer, dtype=np.float32), meta.opt_steps)
+        load_flat(context, P.VD_STATE_FLAT, critic.state, meta.opt_steps, "client")
         return critic
 
 
 def _save(context: Context, critic: VDGANClient | PateClient, meta: VDPartyMeta) -> None:
-    meta.opt_steps = list(critic.state.optimizer_steps())
+    meta.opt_steps = save_flat(context, P.VD_STATE_FLAT, critic.state)
     context.state[P.VD_STATE_META] = ConfigRecord({"json": meta.to_json()})
-    context.state[P.VD_STATE_FLAT] = ConfigRecord({"float32": critic.state.flat.numpy().tobytes()})
 
 
 def _privacy_meta(

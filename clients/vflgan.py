@@ -58,7 +58,7 @@ from .common import (
     node_partition_id,
     node_shared_seed,
 )
-from .state import BlockState
+from .state import BlockState, load_flat, save_flat
 
 log = logging.getLogger(__name__)
 
@@ -194,11 +194,7 @@ class VFLGANClient:
             meta.partition_id,
             meta.privacy,
         )
-        flat = context.state[P.STATE_FLAT]
-        buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
-        if not isinstance(buffer, bytes):
-            raise ProtocolError("party state lacks its flat float32 buffer")
-        trainer.state.load(np.frombuffer(buffer, dtype=np.float32), meta.opt_steps)
+        load_flat(context, P.STATE_FLAT, trainer.state, meta.opt_steps, "party")
         return trainer, meta, data
 
     @staticmethod
@@ -441,10 +437,8 @@ def _save_state(
     snapshots: dict[str, np.ndarray] | None = None,
 ) -> None:
     """Write the training state; generator snapshots only when they changed."""
-    meta.opt_steps = list(trainer.state.optimizer_steps())
+    # Raw float32 bytes: skipping the .npy header parsing of an Array halves the cost.
+    meta.opt_steps = save_flat(context, P.STATE_FLAT, trainer.state)
     context.state[P.STATE_META] = ConfigRecord({"json": meta.to_json()})
-    # Raw float32 bytes: the layout is fixed by the configuration (FlatState checks the
-    # size on load), and skipping the .npy header parsing of an Array halves the cost.
-    context.state[P.STATE_FLAT] = ConfigRecord({"float32": trainer.state.flat.numpy().tobytes()})
     if snapshots is not None:
         context.state[P.STATE_SNAPSHOTS] = tensors_to_record(snapshots)

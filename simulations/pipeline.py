@@ -24,13 +24,14 @@ import torch
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import Variant, VFLGANConfig
-from flwr_vflgan.data import Dataset, Span, TabularEncoder
+from flwr_vflgan.data import Dataset, TabularEncoder
 from flwr_vflgan.data.registry import image_shape_of
 from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.gan.plain import CentralizedWGANGP
 from flwr_vflgan.gan.schedule import Evaluations, Schedule, budget_schedule
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
+from flwr_vflgan.nn.models import joint_spans
 from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.privacy.guarantee import describe_guarantee, spent_description
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
@@ -301,7 +302,12 @@ def train_centralized(
     )
     plan, schedule, budget_stop = _centralized_privacy(cfg, blocks, schedule)
     model = CentralizedWGANGP(
-        cfg, _joint_spans(blocks), data, n_parties=len(blocks), seed=spec.seed, privacy=plan
+        cfg,
+        joint_spans([b.encoder.spans for b in blocks]),
+        data,
+        n_parties=len(blocks),
+        seed=spec.seed,
+        privacy=plan,
     )
     widths = np.cumsum([b.encoder.output_dim for b in blocks])[:-1]
     evaluations, best = Evaluations(), None
@@ -343,15 +349,6 @@ def train_centralized(
         budget_stop=budget_stop,
         published="best_fd" if use_best else "last",
     )
-
-
-def _joint_spans(blocks: Sequence[PartyData]) -> list[Span]:
-    """Every party's column spans, offset into the concatenated table."""
-    spans, offset = [], 0
-    for block in blocks:
-        spans += [replace(s, start=s.start + offset) for s in block.encoder.spans]
-        offset += block.encoder.output_dim
-    return spans
 
 
 def _centralized_privacy(

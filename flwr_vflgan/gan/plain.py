@@ -26,6 +26,7 @@ from flwr_vflgan.gan.vflgan import (
     ServerTrainer,
     first_part_penalty,
     generator_average,
+    make_generator,
 )
 from flwr_vflgan.nn.models import (
     LocalDiscriminator,
@@ -231,15 +232,7 @@ class CentralizedWGANGP:
         self.seed = seed
         m = n_parties
         with seeded_init(derive_seed(seed, Stream.INIT)):
-            self.generator = PartyGenerator(
-                model.latent_dim,
-                [w * m for w in model.generator_hidden],
-                spans,
-                batchnorm_eps=model.batchnorm_eps,
-                leaky_slope=model.leaky_slope,
-                gumbel_tau=model.gumbel_tau,
-                gumbel_hard=model.gumbel_hard,
-            )
+            self.generator = make_generator(model, spans, m)
             features = LocalDiscriminator(
                 data.shape[1],
                 [w * m for w in model.disc_hidden],

@@ -42,12 +42,14 @@ import numpy as np
 import torch
 
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
+from flwr_vflgan.gan.vflgan import make_generator, make_local_discriminator
 from flwr_vflgan.nn.models import (
-    LocalDiscriminator,
-    PartyGenerator,
     SpanLike,
     eval_mode,
     frozen_batchnorm_stats,
+    joint_spans,
+    load_module_snapshot,
+    module_snapshot,
     seeded_init,
 )
 from flwr_vflgan.privacy.config import PrivacyPlan
@@ -117,25 +119,6 @@ class VDSchedule:
         return self.ends_epoch(iteration) and self.epoch_of(iteration) % eval_every == 0
 
 
-@dataclass(frozen=True)
-class _Shifted:
-    """A client's span at its offset in the joint table."""
-
-    start: int
-    width: int
-    activation: str
-
-
-def joint_spans(party_spans: Sequence[Sequence[SpanLike]]) -> list[_Shifted]:
-    """The clients' output spans laid end to end, in client order."""
-    out, offset = [], 0
-    for spans in party_spans:
-        for span in spans:
-            out.append(_Shifted(offset + span.start, span.width, span.activation))
-        offset += sum(span.width for span in spans)
-    return out
-
-
 class VDGANServer:
     """The global generator ``G`` and its optimizer (Algorithm 3, steps 1 and 4).
 
@@ -159,15 +142,7 @@ class VDGANServer:
         self.seed = seed
         self.widths = [sum(span.width for span in spans) for spans in party_spans]
         with seeded_init(derive_seed(seed, Stream.INIT)):
-            self.generator = PartyGenerator(
-                model.latent_dim,
-                [w * len(party_spans) for w in model.generator_hidden],
-                joint_spans(party_spans),
-                batchnorm_eps=model.batchnorm_eps,
-                leaky_slope=model.leaky_slope,
-                gumbel_tau=model.gumbel_tau,
-                gumbel_hard=model.gumbel_hard,
-            )
+            self.generator = make_generator(model, joint_spans(party_spans), len(party_spans))
         self.opt = torch.optim.Adam(
             self.generator.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )
@@ -195,17 +170,11 @@ class VDGANServer:
 
     def snapshot(self) -> np.ndarray:
         """The generator's parameters and buffers (for keeping the best epoch's)."""
-        tensors = [*self.generator.parameters(), *self.generator.buffers()]
-        return torch.cat([t.detach().reshape(-1).float() for t in tensors]).numpy().copy()
+        return module_snapshot(self.generator)
 
     def load_snapshot(self, values: np.ndarray) -> None:
         """Inverse of :meth:`snapshot`."""
-        offset = 0
-        with torch.no_grad():
-            for t in [*self.generator.parameters(), *self.generator.buffers()]:
-                n = t.numel()
-                t.copy_(torch.from_numpy(values[offset : offset + n]).view_as(t).to(t.dtype))
-                offset += n
+        load_module_snapshot(self.generator, values)
 
     def update(self, iteration: int, grads: Sequence[torch.Tensor]) -> None:
         """Step 4: ``G`` takes ``sum_k J_k^T g_k`` (eq. 4.2), on the batch of
@@ -267,13 +236,7 @@ class VDGANClient:
         self.data = data
         self.shared_seed = shared_seed
         with seeded_init(derive_seed(shared_seed, Stream.INIT, 0, party + 1)):
-            self.critic = LocalDiscriminator(
-                width,
-                model.disc_hidden,
-                model.feature_dim,
-                local_head=True,
-                leaky_slope=model.leaky_slope,
-            )
+            self.critic = make_local_discriminator(model, width, local_head=True)
         self.opt = torch.optim.Adam(
             self.critic.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )

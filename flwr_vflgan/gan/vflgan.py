@@ -34,6 +34,8 @@ from flwr_vflgan.nn.models import (
     SpanLike,
     eval_mode,
     frozen_batchnorm_stats,
+    load_module_snapshot,
+    module_snapshot,
     seeded_init,
 )
 from flwr_vflgan.privacy.config import Mechanism, PrivacyPlan
@@ -50,7 +52,7 @@ from flwr_vflgan.runtime.rng import (
     uniform_alpha,
 )
 
-from .config import GANSettings, TrainConfig
+from .config import GANSettings, ModelConfig, TrainConfig
 
 
 def first_part_penalty(
@@ -73,6 +75,33 @@ def generator_average(
     g_steps_per_epoch = (n_rows // train.batch_size) // train.n_critic
     decay = ParameterAverage.decay_for(train.generator_average, g_steps_per_epoch)
     return ParameterAverage(generator, decay)
+
+
+def make_generator(model: ModelConfig, spans: Sequence[SpanLike], scale: int = 1) -> PartyGenerator:
+    """A generator over ``spans`` with ``model``'s settings, its hidden widths times
+    ``scale`` (the number of parties, for one generator of the whole table)."""
+    return PartyGenerator(
+        model.latent_dim,
+        [w * scale for w in model.generator_hidden],
+        spans,
+        batchnorm_eps=model.batchnorm_eps,
+        leaky_slope=model.leaky_slope,
+        gumbel_tau=model.gumbel_tau,
+        gumbel_hard=model.gumbel_hard,
+    )
+
+
+def make_local_discriminator(
+    model: ModelConfig, width: int, local_head: bool
+) -> LocalDiscriminator:
+    """A local discriminator on ``width`` encoded columns with ``model``'s settings."""
+    return LocalDiscriminator(
+        width,
+        model.disc_hidden,
+        model.feature_dim,
+        local_head=local_head,
+        leaky_slope=model.leaky_slope,
+    )
 
 
 def local_seed(shared_seed: int, party: int) -> int:
@@ -129,22 +158,8 @@ class PartyTrainer:
         self.private_seed = local_seed(shared_seed, party)
         model, train = config.model, config.train
         with seeded_init(derive_seed(self.private_seed, Stream.INIT)):
-            self.generator = PartyGenerator(
-                model.latent_dim,
-                model.generator_hidden,
-                spans,
-                batchnorm_eps=model.batchnorm_eps,
-                leaky_slope=model.leaky_slope,
-                gumbel_tau=model.gumbel_tau,
-                gumbel_hard=model.gumbel_hard,
-            )
-            self.discriminator = LocalDiscriminator(
-                width,
-                model.disc_hidden,
-                model.feature_dim,
-                local_head=config.has_local_head,
-                leaky_slope=model.leaky_slope,
-            )
+            self.generator = make_generator(model, spans)
+            self.discriminator = make_local_discriminator(model, width, config.has_local_head)
         self.g_opt = torch.optim.Adam(
             self.generator.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )
@@ -325,21 +340,11 @@ class PartyTrainer:
     def generator_snapshot(self) -> np.ndarray:
         """The published generator's parameters and buffers as one float32 vector (for
         best-model keeping)."""
-        tensors = [*self.published.parameters(), *self.published.buffers()]
-        return torch.cat([t.detach().reshape(-1).float() for t in tensors]).numpy().copy()
+        return module_snapshot(self.published)
 
     def load_generator_snapshot(self, values: np.ndarray) -> None:
         """Inverse of :meth:`generator_snapshot`."""
-        tensors = [t for t in [*self.published.parameters(), *self.published.buffers()]]
-        expected = sum(t.numel() for t in tensors)
-        if values.shape != (expected,):
-            raise ValueError(f"generator snapshot must have {expected} values, got {values.shape}")
-        offset = 0
-        with torch.no_grad():
-            for t in tensors:
-                n = t.numel()
-                t.copy_(torch.from_numpy(values[offset : offset + n]).view_as(t).to(t.dtype))
-                offset += n
+        load_module_snapshot(self.published, values)
 
 
 class ServerTrainer:

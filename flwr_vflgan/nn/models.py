@@ -15,8 +15,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -337,3 +339,49 @@ def eval_mode(module: nn.Module) -> Iterator[None]:
             yield
     finally:
         module.train(was_training)
+
+
+@dataclass(frozen=True)
+class ShiftedSpan:
+    """An output span at its offset in a table of several parties' columns."""
+
+    start: int
+    width: int
+    activation: str
+
+
+def joint_spans(party_spans: Sequence[Sequence[SpanLike]]) -> list[ShiftedSpan]:
+    """The parties' output spans laid end to end, in party order (a generator of the whole
+    table: the centralized WGAN-GP's, VDGAN's)."""
+    out, offset = [], 0
+    for spans in party_spans:
+        for span in spans:
+            out.append(ShiftedSpan(offset + span.start, span.width, span.activation))
+        offset += sum(span.width for span in spans)
+    return out
+
+
+def module_snapshot(module: nn.Module) -> np.ndarray:
+    """``module``'s parameters and buffers as one float32 vector (best-epoch keeping)."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return torch.cat([t.detach().reshape(-1).float() for t in tensors]).numpy().copy()
+
+
+def load_module_snapshot(module: nn.Module, values: np.ndarray) -> None:
+    """Inverse of :func:`module_snapshot`.
+
+    Raises
+    ------
+    ValueError
+        ``values`` is not as long as the module's parameters and buffers.
+    """
+    tensors = [*module.parameters(), *module.buffers()]
+    expected = sum(t.numel() for t in tensors)
+    if values.shape != (expected,):
+        raise ValueError(f"generator snapshot must have {expected} values, got {values.shape}")
+    offset = 0
+    with torch.no_grad():
+        for t in tensors:
+            n = t.numel()
+            t.copy_(torch.from_numpy(values[offset : offset + n]).view_as(t).to(t.dtype))
+            offset += n

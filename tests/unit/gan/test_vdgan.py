@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
-from flwr_vflgan.gan.vdgan import LocalVDGAN, VDGANClient, VDGANServer, joint_spans
-from flwr_vflgan.nn.models import frozen_batchnorm_stats
+from flwr_vflgan.gan.vdgan import LocalVDGAN, VDGANClient, VDGANServer
+from flwr_vflgan.nn.models import frozen_batchnorm_stats, joint_spans
 from flwr_vflgan.runtime.rng import Stream, discriminator_batch, uniform_alpha
 
 N_ROWS = 40
