@@ -13,6 +13,7 @@ import re
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 
 from flwr.app import Context, Error, Message, RecordDict
 
@@ -184,6 +185,16 @@ def node_shared_seed(context: Context, run_seed: int) -> int:
         )
         return derive_seed(run_seed, Stream.NOISE, 0, 1)
     return seed
+
+
+def party_checkpoint_dir(context: Context, root: str, partition_id: int) -> str | None:
+    """Where this party writes its checkpoints: its node_config ``checkpoint-dir``, else
+    ``<root>/party-<id>`` under the setup's checkpoint root (simulated parties); ``None``
+    when it has neither (no checkpoints)."""
+    own = context.node_config.get(P.NODE_CHECKPOINT_DIR)
+    if own:
+        return str(own)
+    return str(Path(root) / f"party-{partition_id}") if root else None
 
 
 class PartyTables:

@@ -57,6 +57,7 @@ from .common import (
     node_integer,
     node_partition_id,
     node_shared_seed,
+    party_checkpoint_dir,
 )
 from .state import BlockState, load_flat, save_flat
 
@@ -110,7 +111,7 @@ class VFLGANClient:
         partition_id = node_partition_id(context)
         data_key, data = self._tables.for_setup(context, setup.data_spec, partition_id)
         shared_seed = node_shared_seed(context, setup.run_seed)
-        checkpoint_dir = _checkpoint_dir(context, setup.checkpoint_root, partition_id)
+        checkpoint_dir = party_checkpoint_dir(context, setup.checkpoint_root, partition_id)
         privacy = _privacy_meta(context, config, data, setup)
         # A setup always starts from freshly initialised models (or the checkpoint below).
         self._trainers.pop(_trainer_key(context, config_json, data_key, shared_seed), None)
@@ -332,13 +333,6 @@ def _domain_file(context: Context) -> str:
     """The public-domain sidecar a deployed party reads (:func:`domain_sidecar`)."""
     path = context.node_config.get(P.NODE_DATA_PATH)
     return domain_sidecar(str(path)).name if path else "<party file>.domain.json"
-
-
-def _checkpoint_dir(context: Context, root: str, partition_id: int) -> str | None:
-    own = context.node_config.get(P.NODE_CHECKPOINT_DIR)
-    if own:
-        return str(own)
-    return str(Path(root) / f"party-{partition_id}") if root else None
 
 
 def _layout(trainer: PartyTrainer, schedule: Schedule, block: StepBlock) -> list[StepLayout]:

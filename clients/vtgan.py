@@ -15,6 +15,7 @@ import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.privacy import BudgetExceededError
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.blocks import NO_BLOCK, StepBlock
+from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
     get_tensor,
@@ -61,6 +63,7 @@ from .common import (
     node_integer,
     node_partition_id,
     node_shared_seed,
+    party_checkpoint_dir,
 )
 from .state import BlockState
 
@@ -92,6 +95,10 @@ class VTPartyMeta(BlockState):
     round: int = 0
     """Rounds of training-with-shuffling applied to the row order."""
     opt_steps: list[int] = field(default_factory=list)
+    checkpoint_dir: str = ""
+    """Where the client writes its checkpoints ("": none)."""
+    resume_step: int = P.NO_STEP
+    """The checkpoint build rolls the client back to (``NO_STEP``: a fresh run)."""
 
     @property
     def algorithm(self) -> VFLGANConfig:
@@ -132,13 +139,18 @@ class VTGANClient:
     def _vt_setup(self, msg: Message, context: Context) -> RecordDict:
         setup = read_vt_setup(msg.content)
         config = VFLGANConfig.from_dict(json.loads(setup.algorithm))
-        if setup.resume_step != P.NO_STEP:
-            raise ValueError("VT-GAN runs cannot resume from checkpoints yet")
         partition_id = node_partition_id(context)
+        checkpoint_dir = party_checkpoint_dir(context, setup.checkpoint_root, partition_id) or ""
+        if setup.resume_step != P.NO_STEP and not checkpoint_dir:
+            raise ValueError(
+                f"client {partition_id} cannot resume step {setup.resume_step}: it has no "
+                f"checkpoint directory (node_config '{P.NODE_CHECKPOINT_DIR}')"
+            )
         data_key, data = self._tables.for_setup(context, setup.data_spec, partition_id)
         shared_seed = node_shared_seed(context, setup.run_seed)
         encoder, encoded = self._encoding(config, data_key, data, shared_seed, partition_id)
         meta = VTPartyMeta(setup.algorithm, data_key, shared_seed, partition_id)
+        meta.checkpoint_dir, meta.resume_step = checkpoint_dir, setup.resume_step
         context.state[P.VT_STATE_META] = ConfigRecord({"json": meta.to_json()})
         context.state[P.VT_STATE_ENCODER] = ConfigRecord({"json": json.dumps(encoder.state_dict())})
         for key in (P.VT_STATE_FLAT, P.VT_STATE_CHUNK, P.VT_STATE_ORDER):
@@ -203,6 +215,8 @@ class VTGANClient:
         self._parties.pop(_party_key(context, meta), None)
         party = self._party(context, meta)
         party.set_order(np.arange(party.n_rows), 0)
+        if meta.resume_step != P.NO_STEP:
+            _resume(party, meta)
         _save(context, party, meta, order_changed=True)
         return VTBuildReply(party.feature_dim).to_content()
 
@@ -300,6 +314,8 @@ class VTGANClient:
         order_changed = False
         if not instruction.applied.empty:
             reply, order_changed = _apply(instruction, context, party, meta, schedule, reply)
+        if instruction.checkpoint and meta.checkpoint_dir:
+            _checkpoint(party, meta)
         if not instruction.forward.empty:
             reply = _forward(instruction, context, party, meta, schedule, reply)
         if instruction.condition_steps:
@@ -436,6 +452,40 @@ def _conditions(
         if schedule.kind(step) is StepKind.DISCRIMINATOR:
             parts.append(drawn.cond_real)
     return np.ascontiguousarray(np.concatenate(parts, axis=0), dtype=np.float32)
+
+
+def _checkpoint(party: VTGANParty, meta: VTPartyMeta) -> None:
+    """Write the client's state to resume at ``meta.next_step`` (nothing is pending):
+    models and optimizers, the shuffled row order, the shuffle round and the DP steps
+    spent. The encoder is refitted at setup from the same rows and seed."""
+    save_party_checkpoint(
+        Path(meta.checkpoint_dir),
+        meta.next_step,
+        party.state.to_numpy(),
+        party.state.optimizer_steps(),
+        {"order": party.order.astype(np.int64), "counters": np.array([meta.round, meta.d_steps])},
+        meta.config,
+    )
+
+
+def _resume(party: VTGANParty, meta: VTPartyMeta) -> None:
+    """Roll the freshly built client back to its checkpoint of ``meta.resume_step``.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        No checkpoint for that step, or one written under another configuration.
+    """
+    arrays, opt_steps = load_party_checkpoint(
+        Path(meta.checkpoint_dir), meta.resume_step, meta.config
+    )
+    for key in ("flat", "order", "counters"):
+        if key not in arrays:
+            raise ValueError(f"the checkpoint of step {meta.resume_step} lacks {key!r}")
+    party.state.load(arrays["flat"], opt_steps)
+    round_index, d_steps = (int(v) for v in arrays["counters"])
+    party.set_order(arrays["order"].astype(np.int64), round_index)
+    meta.round, meta.d_steps, meta.next_step = round_index, d_steps, meta.resume_step
 
 
 def _noise_seed(context: Context) -> int | None:

@@ -271,11 +271,11 @@ def train_federated(
             **strategy_settings(spec, progress),
         )
     elif spec.algorithm.is_vtgan:
-        if checkpoints is not None:
-            log.info("VT-GAN runs do not write checkpoints yet (output.checkpoint is ignored)")
         strategy = VTGANStrategy(
             spec.algorithm,
             publish_rows=spec.output.publish_rows,
+            checkpoint_dir=checkpoints,
+            party_checkpoint_root=None if spec.runtime.kind == "deployment" else checkpoints,
             **strategy_settings(spec, progress),
         )
     else:

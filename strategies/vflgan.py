@@ -28,7 +28,7 @@ from flwr_vflgan.gan.exchanges import StepServer, fixed_rows, server_block, step
 from flwr_vflgan.gan.schedule import Evaluations, Schedule, StepKind, budget_schedule
 from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint, save_server_checkpoint
+from flwr_vflgan.runtime.checkpoint import save_server_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import (
     NO_BLOCK,
@@ -48,6 +48,7 @@ from .exchange import (
     RunStopped,
     setup_replies,
 )
+from .resume import load_server_state, resume_refusal
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -334,17 +335,9 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         """Setup (or resumption from the server's checkpoint): the parties' order and rows,
         the schedule cut to the privacy budgets, the server's trainer."""
         server_config = json.dumps(self.config.to_dict(), sort_keys=True)
-        resume = self._load_checkpoint(server_config)
+        resume = load_server_state(self.checkpoint_dir, server_config, self.key_agreement)
         start_step = int(resume[1]["next_step"]) if resume else 0
-        agreed = 0
-        if self.key_agreement:
-            if resume:
-                raise RunStopped(
-                    "runtime.key_agreement draws a new shared seed for every run, but a "
-                    "resumed run needs the seed of the run it resumes: give every party the "
-                    "same node_config 'shared-seed' to resume, or start in a new directory"
-                )
-            agreed = self.agree_shared_seed(grid, nodes)
+        agreed = self.agree_shared_seed(grid, nodes) if self.key_agreement else 0
         if self.align_ids:
             agreed += self.align_rows(grid, nodes)
         replies = self.exchange(
@@ -394,14 +387,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
 
     def cannot_resume(self) -> str | None:
         """A lost party can rejoin with checkpoints and a shared seed the parties keep."""
-        if self.checkpoint_dir is None:
-            return "it keeps no checkpoints (output.checkpoint=false)"
-        if self.key_agreement:
-            return (
-                "runtime.key_agreement agrees on a new shared seed at every setup, and "
-                "resuming needs the old one"
-            )
-        return None
+        return resume_refusal(self.checkpoint_dir, self.key_agreement)
 
     def _server_privacy(self, schedule: Schedule, allowed: Mapping[int, int]) -> PrivacyPlan | None:
         """Under ``dp=end_to_end``, the server's plan for ``D_s``: calibrated as every party
@@ -537,17 +523,3 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         # Shuffle rows before publication so row order reveals nothing about the noise draws.
         permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
         return table.iloc[permutation].reset_index(drop=True), privacy
-
-    def _load_checkpoint(self, server_config: str) -> tuple[dict, dict] | None:
-        if self.checkpoint_dir is None:
-            return None
-        found = latest_server_checkpoint(self.checkpoint_dir)
-        if found is None:
-            return None
-        arrays, meta = found
-        if json.loads(meta["config"]) != json.loads(server_config):
-            raise ValueError(
-                f"the checkpoint in {self.checkpoint_dir} was written for a different configuration; "
-                "use a new run directory to start afresh"
-            )
-        return arrays, meta

@@ -15,7 +15,8 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +29,7 @@ from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.blocks import NO_BLOCK, StepBlock
+from flwr_vflgan.runtime.checkpoint import save_server_checkpoint
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
 )
@@ -59,6 +61,7 @@ from .exchange import (
     RunStopped,
     setup_replies,
 )
+from .resume import load_server_state, resume_refusal
 from .traffic import Traffic
 from .vflgan import PUBLISH_DRAW, VFLGANResult, collect_published
 
@@ -99,9 +102,13 @@ class _Run:
     schedule: Schedule
     n_rows: int
     started: float
+    server_config: str
     exchanges: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
     sums: dict[str, list[float]] = field(default_factory=dict)
+    next_step: int = 0
+    """The first step ``train`` runs (0, or the step a checkpoint resumes at)."""
+    resumed_from_step: int | None = None
 
     def record(self, key: str, value: float) -> None:
         """Add one step's loss to the running epoch means."""
@@ -117,6 +124,12 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         Algorithm configuration (``variant`` ``vtgan``; sent to every client at setup).
     noise_seed
         Seed of the server's own DP-SGD noise (default: derived from ``seed``).
+    checkpoint_dir
+        Where the server writes its checkpoints (after the last generator step of every
+        epoch) and resumes from; ``None`` disables them.
+    party_checkpoint_root
+        Directory under which clients without their own ``checkpoint-dir`` write theirs
+        (``<root>/party-<id>``; simulated clients).
     **common
         The settings every strategy takes (:class:`~.base.VerticalStrategy`):
         ``n_parties`` (clients), ``seed`` (the server's own: noise, client choice,
@@ -130,6 +143,8 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         config: VFLGANConfig,
         *,
         noise_seed: int | None = None,
+        checkpoint_dir: str | Path | None = None,
+        party_checkpoint_root: str | Path | None = None,
         **common: Unpack[StrategyArgs],
     ) -> None:
         if not config.is_vtgan:
@@ -147,6 +162,8 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             )
         self.config = config
         self.noise_seed = noise_seed
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.party_checkpoint_root = str(party_checkpoint_root) if party_checkpoint_root else ""
         self.traffic = Traffic()
         self.count_columns: tuple[int, ...] = ()
 
@@ -156,15 +173,21 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         return (
             f"VTGANStrategy({self.n_parties} clients, {v.partition_name}, epochs={t.epochs}, "
             f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, "
-            f"shuffle={v.shuffle}, dp={self.config.dp.mechanism.value})"
+            f"shuffle={v.shuffle}, dp={self.config.dp.mechanism.value}, "
+            f"checkpoints={'on' if self.checkpoint_dir else 'off'})"
         )
 
-    def configure_setup(self, node_ids: Sequence[int]) -> list[Message]:
-        """Setup messages: configuration and data spec; never a shared seed."""
+    def configure_setup(
+        self, node_ids: Sequence[int], resume_step: int = P.NO_STEP
+    ) -> list[Message]:
+        """Setup messages: configuration, data spec and the step to resume at; never a
+        shared seed."""
         setup = vt_setup(
             json.dumps(self.config.to_dict(), sort_keys=True),
             self.data_spec.to_json() if self.data_spec else "",
             self.seed,
+            resume_step,
+            self.party_checkpoint_root,
         )
         return [Message(setup.to_content(), node, P.VT_SETUP) for node in node_ids]
 
@@ -218,6 +241,7 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         pending: _Pending | None,
         forward: _Forward | None,
         conditions: Mapping[int, list[int]],
+        checkpoint: bool = False,
     ) -> list[Message]:
         messages = []
         for i, node in enumerate(order):
@@ -234,6 +258,7 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
                 selected=selected,
                 selected_counts=tuple(counts),
                 chunks=torch.cat([c[i] for c in forward.chunks]).numpy() if forward else None,
+                checkpoint=checkpoint,
             )
             steps = forward.steps if forward else pending.steps if pending else range(1)
             messages.append(
@@ -280,11 +305,14 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
 
     # -- the run (VerticalStrategy.start's steps) -------------------------------------------
     def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _Run:
-        """Setup and build: the clients' order, rows and shapes, the privacy plan, the
-        server's models."""
+        """Setup and build (or resumption from the server's checkpoint): the clients'
+        order, rows and shapes, the privacy plan, the server's models."""
+        server_config = json.dumps(self.config.to_dict(), sort_keys=True)
+        resume = load_server_state(self.checkpoint_dir, server_config, self.key_agreement)
+        resume_step = int(resume[1]["next_step"]) if resume else P.NO_STEP
         agreed = self.agree_shared_seed(grid, nodes) if self.key_agreement else 0
         order, n_rows, shapes = self.aggregate_setup(
-            self.exchange(grid, self.configure_setup(nodes), "setup")
+            self.exchange(grid, self.configure_setup(nodes, resume_step), "setup")
         )
         train = self.config.train
         schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
@@ -292,7 +320,38 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         server = VTGANServer(self.config.vtgan, train, shapes, self.seed, privacy, self.noise_seed)
         self._build(grid, order, server)
         self.traffic = Traffic()
-        return _Run(grid, order, shapes, server, schedule, n_rows, started, exchanges=2 + agreed)
+        run = _Run(grid, order, shapes, server, schedule, n_rows, started, server_config)
+        run.exchanges = 2 + agreed
+        if resume:
+            arrays, meta = resume
+            server.state.load(arrays["flat"], meta["optimizer_steps"])
+            run.next_step = run.resumed_from_step = resume_step
+            run.history, run.sums = meta["history"], meta["sums"]
+            run.exchanges += meta["exchanges"]
+            self.traffic = Traffic(**meta["traffic"])
+            log.info("resuming at step %d of %d", resume_step, schedule.total_steps)
+        return run
+
+    def cannot_resume(self) -> str | None:
+        """A lost client can rejoin with checkpoints and a shared seed the clients keep."""
+        return resume_refusal(self.checkpoint_dir, self.key_agreement)
+
+    def _checkpoint(self, run: _Run, next_step: int) -> None:
+        """The server's models and bookkeeping, to resume at ``next_step``."""
+        assert self.checkpoint_dir is not None
+        save_server_checkpoint(
+            self.checkpoint_dir,
+            next_step,
+            {"flat": run.server.state.to_numpy()},
+            {
+                "optimizer_steps": run.server.state.optimizer_steps(),
+                "history": run.history,
+                "sums": run.sums,
+                "exchanges": run.exchanges,
+                "traffic": asdict(self.traffic),
+                "config": run.server_config,
+            },
+        )
 
     def conclude(self, run: _Run, train_seconds: float) -> VFLGANResult:
         """Publication (the last generators: VT-GAN evaluates no distance while training)."""
@@ -307,6 +366,7 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             exchanges=run.exchanges + 2,
             wall_seconds=time.monotonic() - run.started,
             n_rows=run.n_rows,
+            resumed_from_step=run.resumed_from_step,
             train_seconds=train_seconds,
             privacy=spent,
             published="last",
@@ -341,8 +401,9 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         conditions: Mapping[int, list[int]],
         describe: str,
         chunk_grads: bool = False,
+        checkpoint: bool = False,
     ) -> list[VTStepReply]:
-        messages = self._step_messages(run.order, pending, forward, conditions)
+        messages = self._step_messages(run.order, pending, forward, conditions, checkpoint)
         replies = self.exchange(run.grid, messages, describe)
         applied = run.schedule.kind(pending.steps[0]).value if pending else "d"
         ahead = run.schedule.kind(forward.steps[0]).value if forward else applied
@@ -393,15 +454,19 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         return _Forward(steps, clients, chunks, discriminator), cond_fake
 
     def train(self, run: _Run) -> None:
-        """Every block of the schedule (Algorithm 1, ``K`` critic steps per exchange); a
-        critic block costs one exchange, a generator step two."""
+        """Every block of the schedule from ``run.next_step`` (Algorithm 1, ``K`` critic
+        steps per exchange); a critic block costs one exchange, a generator step two.
+        A first exchange asks for the first block's conditions."""
         server, schedule = run.server, run.schedule
         plan = blocks(schedule, self.config.train.steps_per_exchange)
-        requested = _requests(server, plan[0])
-        replies = self._step_exchange(run, None, None, requested, "conditions of step 0")
+        first = _block_index(plan, run.next_step)
+        requested = _requests(server, plan[first])
+        describe = f"conditions of step {run.next_step}"
+        replies = self._step_exchange(run, None, None, requested, describe)
         conditions = self._collect_conditions(run, replies, requested)
         pending: _Pending | None = None
-        for b, steps in enumerate(plan):
+        for b in range(first, len(plan)):
+            steps = plan[b]
             kind = schedule.kind(steps[0])
             self.traffic.steps[kind.value] = self.traffic.steps.get(kind.value, 0) + len(steps)
             forward, cond_fake = self._forward_block(run, steps, conditions)
@@ -466,13 +531,16 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         pending = _Pending(
             forward.steps, forward.clients, [[StepGrads(g, None)] for g in grads_fake]
         )
+        checkpoint = self.checkpoint_dir is not None and checkpoint_due(run.schedule, step)
         replies = self._step_exchange(
-            run, pending, None, {}, f"generator update {step}", chunk_grads=True
+            run, pending, None, {}, f"generator update {step}", True, checkpoint
         )
         chunk_grads = [torch.from_numpy(r.chunk_grad) for r in replies if r.chunk_grad is not None]
         server.generator_update(chunk_grads)
         run.record("g_loss", loss)
         run.record("cond_loss", replies[forward.clients[0]].cond_loss)
+        if checkpoint:
+            self._checkpoint(run, step + 1)
 
     def _end_epoch(self, run: _Run, step: int) -> None:
         record = {
@@ -532,6 +600,26 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         replies = self.exchange(grid, messages, "publication")
         table, spent = collect_published(replies, order, rows, self.config.dp.enabled)
         return table, spent
+
+
+def checkpoint_due(schedule: Schedule, step: int) -> bool:
+    """Whether the run is checkpointed after generator step ``step``: the last generator
+    step of its epoch, with steps left to run. Nothing is pending after a generator
+    step (its update took the second exchange), so the clients and the server can all
+    resume from there."""
+    epoch_end = schedule.epoch_of(step) * schedule.steps_per_epoch
+    if step + 1 >= schedule.total_steps:
+        return False
+    later = range(step + 1, min(epoch_end, schedule.total_steps))
+    return all(schedule.kind(s) is StepKind.DISCRIMINATOR for s in later)
+
+
+def _block_index(plan: Sequence[range], step: int) -> int:
+    """The index of the block of ``plan`` that starts at ``step``."""
+    for b, steps in enumerate(plan):
+        if steps[0] == step:
+            return b
+    raise RunStopped(f"no block of the schedule starts at step {step}: cannot resume there")
 
 
 def _block_of(steps: range | None) -> StepBlock:

@@ -82,7 +82,7 @@ NO_STEP = -1
 # the others, in the current shuffled order); the chosen client's conditional vectors
 # and selected row indices; chunk gradients; decoded, shuffled synthetic rows.
 # Never: raw or encoded real rows, the shuffle seed or permutation, encoder statistics.
-VT_PROTOCOL_VERSION = 3
+VT_PROTOCOL_VERSION = 4
 VT_SETUP = "query.vtgan_setup"
 VT_BUILD = "query.vtgan_build"
 VT_STEP = "train.vtgan_step"

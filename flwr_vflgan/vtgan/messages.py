@@ -112,8 +112,15 @@ class VTStepInstruction:
     """Per applied step, how many of ``selected`` are its (0 where none)."""
     chunks: np.ndarray | None = None
     """``float32 (count * B, w)``: the forward block's chunks, step after step."""
+    checkpoint: bool = False
+    """After applying (a generator step, with no forward block), write a checkpoint to
+    resume at the step after it."""
 
     def __post_init__(self) -> None:
+        if self.checkpoint and (self.applied.empty or not self.forward.empty):
+            raise ProtocolError(
+                "a checkpoint is written after an applied block with no forward block"
+            )
         if len(self.chosen) != self.forward.count:
             raise ProtocolError(
                 f"forward {self.forward.describe()} needs {self.forward.count} chosen flags, "
@@ -141,6 +148,7 @@ class VTStepInstruction:
             "apply_count": self.applied.count,
             "forward_start": self.forward.start,
             "forward_count": self.forward.count,
+            "checkpoint": self.checkpoint,
         }
         _put_list(fields, "chosen", self.chosen)
         _put_list(fields, "condition_steps", self.condition_steps)
@@ -185,6 +193,7 @@ class VTStepInstruction:
             selected=selected,
             selected_counts=counts,
             chunks=chunks,
+            checkpoint=bool(get_field(cfg, "checkpoint", bool)),
         )
 
 
@@ -268,12 +277,23 @@ def _config(fields: dict) -> RecordDict:
     return RecordDict({P.CONFIG: ConfigRecord(fields)})
 
 
-def vt_setup(algorithm: str, data_spec: str, run_seed: int) -> SetupInstruction:
+def vt_setup(
+    algorithm: str,
+    data_spec: str,
+    run_seed: int,
+    resume_step: int = P.NO_STEP,
+    checkpoint_root: str = "",
+) -> SetupInstruction:
     """Server -> client: VT-GAN's setup is the VFLGAN family's setup instruction with
-    VT-GAN's protocol version (no checkpoints to resume: ``resume_step`` is ``NO_STEP``).
-    Decode it with :func:`read_vt_setup`."""
+    VT-GAN's protocol version: ``resume_step`` is the checkpoint to resume from
+    (``NO_STEP``: start afresh). Decode it with :func:`read_vt_setup`."""
     return SetupInstruction(
-        algorithm, data_spec, P.NO_STEP, run_seed, "", protocol_version=P.VT_PROTOCOL_VERSION
+        algorithm,
+        data_spec,
+        resume_step,
+        run_seed,
+        checkpoint_root,
+        protocol_version=P.VT_PROTOCOL_VERSION,
     )
 
 

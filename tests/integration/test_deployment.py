@@ -459,15 +459,32 @@ SETUP_RESTART_DELAY = 75.0
 REJOIN_RUN_TIMEOUT = 420.0
 
 
+# VT-GAN's rejoin run: the 640 rows at batch 64 with 5 critic steps per generator step
+# (12-step epochs, checkpointed after each epoch's last generator step), small models.
+VTGAN_REJOIN = (
+    "algorithm=vtgan train.batch_size=64 train.n_critic=5 vtgan.latent_dim=16 "
+    "vtgan.generator_width=32 vtgan.discriminator_width=32"
+)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("party_nodes", [True, False], ids=["party-node", "stock-supernode"])
+@pytest.mark.parametrize(
+    ("party_nodes", "algorithm"),
+    [(True, ""), (False, ""), (True, VTGAN_REJOIN)],
+    ids=["party-node", "stock-supernode", "vtgan-party-node"],
+)
 def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
-    tmp_path: Path, processes: FlowerProcesses, adult_small: Path, party_nodes: bool
+    tmp_path: Path,
+    processes: FlowerProcesses,
+    adult_small: Path,
+    party_nodes: bool,
+    algorithm: str,
 ) -> None:
     """Party 1's process (a ``flwr-vflgan-node``, or a stock ``flower-supernode``) is
     killed (SIGKILL) once a checkpoint is written and started again with the same
     command; the run waits for it (runtime.rejoin_grace), every holder resumes from the
-    last checkpoint, and the table is the in-process run's, bit for bit."""
+    last checkpoint, and the table is the in-process run's, bit for bit. VFLGAN, and
+    VT-GAN's client on a party node."""
     killed: list[bool] = []
 
     def kill_and_restart(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
@@ -484,7 +501,7 @@ def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
         processes.start("supernode-1-restarted", args, env, cwd=tmp_path)
 
     deployment = _resumed_deployment(
-        tmp_path, processes, adult_small, kill_and_restart, party_nodes=party_nodes
+        tmp_path, processes, adult_small, kill_and_restart, party_nodes, algorithm=algorithm
     )
     run_log = deployment.diagnostics()
     assert killed, "the party node was not killed"
@@ -534,15 +551,17 @@ def _resumed_deployment(
     party_nodes: bool = True,
     epochs: int | None = None,
     resumed: bool = True,
+    algorithm: str = "",
 ) -> Deployment:
     """Party nodes (or, without ``party_nodes``, stock SuperNodes) train ``epochs`` (by
     default the REJOIN_EPOCHS run) while ``fault(overrides, commands, env)`` runs in a
     thread; the run must have resumed from a checkpoint (or, without ``resumed``, started
-    from scratch) and published the in-process run's table, bit for bit."""
+    from scratch) and published the in-process run's table, bit for bit. ``algorithm``:
+    overrides that choose another family than VFLGAN (12-step epochs too)."""
     dataset = ("dataset=csv", f"dataset.source={adult_small}")
     epochs = REJOIN_EPOCHS[party_nodes] if epochs is None else epochs
     rejoin = NODE_OVERRIDES.replace("train.epochs=3", f"train.epochs={epochs}")
-    overrides = f"{' '.join(dataset)} {rejoin}"
+    overrides = f"{' '.join(dataset)} {rejoin} {algorithm}".strip()
     deployment = _deploy(
         tmp_path,
         processes,

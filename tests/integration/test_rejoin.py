@@ -16,7 +16,13 @@ from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec, all_blocks
 from flwr_vflgan.simulations.pipeline import Evaluator
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy, VTGANStrategy
+from flwr_vflgan.strategies import (
+    InProcessGrid,
+    RunStopped,
+    VDGANStrategy,
+    VFLGANStrategy,
+    VTGANStrategy,
+)
 
 SHARED = 4242
 CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 4, "eval_rows": 200}})
@@ -144,6 +150,10 @@ def test_no_grace_no_checkpoints_or_a_party_that_keeps_dying_stops_the_run(
 def test_agreed_seeds_and_families_without_checkpoints_cannot_take_a_party_back(tmp_path: Path):
     agreed = VFLGANStrategy(CONFIG, n_parties=2, key_agreement=True, checkpoint_dir=tmp_path)
     assert "runtime.key_agreement" in (agreed.cannot_resume() or "")
-    vtgan = VTGANStrategy(VFLGANConfig.from_dict({"variant": "vtgan"}), n_parties=2)
-    assert vtgan.cannot_resume() == "VTGANStrategy keeps no checkpoints"
+    vtgan_config = VFLGANConfig.from_dict({"variant": "vtgan"})
+    vtgan = VTGANStrategy(vtgan_config, n_parties=2)
+    assert vtgan.cannot_resume() == "it keeps no checkpoints (output.checkpoint=false)"
+    assert VTGANStrategy(vtgan_config, n_parties=2, checkpoint_dir=tmp_path).cannot_resume() is None
+    vdgan = VDGANStrategy(VFLGANConfig.from_dict({"variant": "vdgan"}), n_parties=2)
+    assert vdgan.cannot_resume() == "VDGANStrategy keeps no checkpoints"
     assert VFLGANStrategy(CONFIG, n_parties=2, checkpoint_dir=tmp_path).cannot_resume() is None

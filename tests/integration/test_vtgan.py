@@ -173,6 +173,7 @@ VT_ALLOWED: dict[tuple[str, str], dict[str, set[str]]] = {
         P.CONFIG: {
             "apply_count",
             "apply_start",
+            "checkpoint",
             "chosen",
             "condition_steps",
             "forward_count",

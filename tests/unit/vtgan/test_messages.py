@@ -45,6 +45,22 @@ def test_an_instruction_without_blocks_carries_only_its_config() -> None:
     assert got.applied.empty and got.forward.empty and got.condition_steps == (0, 3)
 
 
+def test_a_checkpoint_request_travels_only_after_an_apply_with_no_forward() -> None:
+    grads = np.zeros((B, F), np.float32)
+    sent = VTStepInstruction(applied=StepBlock(5, 1), grads=grads, checkpoint=True)
+    got = VTStepInstruction.from_content(sent.to_content(), B, W, F, N)
+    assert got.checkpoint and not _instruction().checkpoint
+    with pytest.raises(ProtocolError, match="after an applied block with no forward block"):
+        VTStepInstruction(condition_steps=(0,), checkpoint=True)
+    content = _instruction().to_content()
+    content[P.CONFIG]["checkpoint"] = True
+    with pytest.raises(ProtocolError, match="after an applied block with no forward block"):
+        VTStepInstruction.from_content(content, B, W, F, N)
+    content[P.CONFIG]["checkpoint"] = 1
+    with pytest.raises(ProtocolError, match="checkpoint"):
+        VTStepInstruction.from_content(content, B, W, F, N)
+
+
 @pytest.mark.parametrize(
     ("change", "match"),
     [
@@ -134,6 +150,9 @@ def test_setup_round_trip_and_version_check() -> None:
     setup = vt_setup('{"variant": "vtgan"}', "", 7)
     assert setup.protocol_version == P.VT_PROTOCOL_VERSION and setup.resume_step == P.NO_STEP
     assert read_vt_setup(setup.to_content()) == setup
+    resumed = vt_setup('{"variant": "vtgan"}', "", 7, resume_step=25, checkpoint_root="/ckpt")
+    assert read_vt_setup(resumed.to_content()) == resumed
+    assert (resumed.resume_step, resumed.checkpoint_root) == (25, "/ckpt")
     with pytest.raises(ProtocolError, match="VT-GAN protocol 999, this client"):
         read_vt_setup(replace(setup, protocol_version=999).to_content())
 
