@@ -54,6 +54,7 @@ def _run_gafm(
         labels=labels,
         label_ids=ids,
         label=label,
+        checkpoint_dir=spec.run_dir / "checkpoints" if spec.output.checkpoint else None,
         **strategy_settings(spec, progress),
     )
     result = start_on_runtime(strategy, spec, grid=grid, observer=observer)
@@ -69,6 +70,7 @@ def _run_gafm(
         "positive_rate": result.positive_rate,
         "rows": result.n_rows,
         "exchanges": result.exchanges,
+        "resumed_repetitions": result.extra["resumed_repetitions"],
         "wall_seconds": result.wall_seconds,
         "summary": result.summary,
         "ablation": settings.ablation,

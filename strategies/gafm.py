@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from flwr_vflgan.gafm.config import GAFMSettings, Method
 from flwr_vflgan.gafm.messages import CutValues, GAFMSetup, GAFMStep, PredictRows
 from flwr_vflgan.gafm.training import RepetitionResult, summarize, train_repetition
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.checkpoint import save_server_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError
 
 from .base import StrategyArgs, VerticalStrategy
@@ -36,6 +38,7 @@ from .exchange import (
     RunStopped,
     setup_replies,
 )
+from .resume import load_server_state, resume_refusal
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -132,11 +135,13 @@ class _FlowerLink:
 
 @dataclass
 class _GAFMRun:
-    """One run's state: the link to the parties and the repetitions done."""
+    """One run's state: the link to the parties and the repetitions done (those a
+    checkpoint held first)."""
 
     link: _FlowerLink
     started: float
     results: list[RepetitionResult] = field(default_factory=list)
+    resumed_repetitions: int = 0
 
 
 class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
@@ -155,6 +160,11 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
         Row IDs of the labels, checked against every party's ID digest.
     label
         The label column's name; a party whose table contains it refuses to run.
+    checkpoint_dir
+        Where the label party keeps the finished repetitions (after each but the last)
+        and resumes from: a lost party, or a rerun, starts again at the first unfinished
+        repetition, whose setup gives every party fresh models from its seed; ``None``:
+        no checkpoints, and a lost party stops the run.
     **common
         The settings every strategy takes (:class:`~.base.VerticalStrategy`):
         ``n_parties`` (non-label parties), ``seed`` (the first repetition's; repetition
@@ -170,6 +180,7 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
         labels: pd.Series | np.ndarray,
         label_ids: pd.Series,
         label: str,
+        checkpoint_dir: str | Path | None = None,
         **common: Unpack[StrategyArgs],
     ) -> None:
         from flwr_vflgan.gafm.training import binary_labels
@@ -190,6 +201,7 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
         self.label_digest = id_digest(pd.Series(label_ids).reset_index(drop=True))
         self.label = label
         self.exchanges = 0
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
 
     def summary(self) -> str:
         """One line describing the configured run."""
@@ -201,12 +213,50 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
 
     # -- the run (VerticalStrategy.start's steps) -------------------------------------------
     def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _GAFMRun:
-        """The link to the non-label parties (each repetition has its own setup)."""
-        return _GAFMRun(_FlowerLink(self, grid, nodes), started)
+        """The link to the non-label parties (each repetition has its own setup) and the
+        repetitions the last checkpoint holds."""
+        run = _GAFMRun(_FlowerLink(self, grid, nodes), started)
+        found = load_server_state(self.checkpoint_dir, self._run_config(), key_agreement=False)
+        if found is not None:
+            run.results = [RepetitionResult(**r) for r in found[1]["repetitions"]]
+            run.resumed_repetitions = len(run.results)
+            log.info(
+                "resuming at repetition %d of %d", len(run.results) + 1, self.settings.repetitions
+            )
+        return run
+
+    def cannot_resume(self) -> str | None:
+        """A lost party can rejoin when the finished repetitions are checkpointed."""
+        return resume_refusal(self.checkpoint_dir, key_agreement=False)
+
+    def _run_config(self) -> str:
+        """What a checkpoint must have been written under to be resumed: the method, the
+        settings, the first seed, the parties and the labels (their digest)."""
+        return json.dumps(
+            {
+                "method": self.method.value,
+                "settings": self.settings.to_dict(),
+                "seed": self.seed,
+                "n_parties": self.n_parties,
+                "labels": id_digest(pd.Series(self.labels)),
+                "label_ids": self.label_digest,
+            },
+            sort_keys=True,
+        )
+
+    def _checkpoint(self, run: _GAFMRun) -> None:
+        if self.checkpoint_dir is None or len(run.results) == self.settings.repetitions:
+            return
+        save_server_checkpoint(
+            self.checkpoint_dir,
+            len(run.results),
+            {},
+            {"repetitions": [r.to_dict() for r in run.results], "config": self._run_config()},
+        )
 
     def train(self, run: _GAFMRun) -> None:
-        """Every repetition, one seed each."""
-        for r in range(self.settings.repetitions):
+        """Every repetition not done yet, one seed each."""
+        for r in range(len(run.results), self.settings.repetitions):
             result = train_repetition(
                 self.method, self.settings, self.labels, run.link, self.seed + r, self.progress
             )
@@ -221,6 +271,7 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
                 result.leak_auc["median_split"],
             )
             run.results.append(result)
+            self._checkpoint(run)
 
     def conclude(self, run: _GAFMRun, train_seconds: float) -> GAFMResult:
         """The repetitions' summary (the label party publishes no table)."""
@@ -232,5 +283,8 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
             wall_seconds=time.monotonic() - run.started,
             n_rows=len(self.labels),
             positive_rate=float(self.labels.mean()),
-            extra={"positive_label": self.positive},
+            extra={
+                "positive_label": self.positive,
+                "resumed_repetitions": run.resumed_repetitions,
+            },
         )
