@@ -90,9 +90,8 @@ def load_cached(
         return cache[key]
     source = json.loads(key)
     if "file" in source:
-        data = party_file(source["file"], source.get("numeric_scaling", "standard"))
-        if "rows" in source:
-            data = data.take(source["rows"])
+        scaling = source.get("numeric_scaling", "standard")
+        data = party_file(source["file"], scaling, source.get("rows"))
     else:
         data = block(DataSpec.from_json(source["spec"]), int(source["partition_id"]))
     cache[key] = data

@@ -318,6 +318,15 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
             {"tick": True, "step": step, "total_steps": total_steps, "elapsed": now - started}
         )
 
+    def before_setup(self, grid: Grid, nodes: Sequence[int]) -> int:
+        """The exchanges a family's ``prepare`` runs before its setup: the parties agree
+        on their shared seed (``key_agreement``), then align their rows by ID
+        (``align_ids``). Returns the exchanges they took."""
+        taken = self.agree_shared_seed(grid, nodes) if self.key_agreement else 0
+        if self.align_ids:
+            taken += self.align_rows(grid, nodes)
+        return taken
+
     # -- row alignment by ID ----------------------------------------------------------------
     def align_rows(self, grid: Grid, nodes: Sequence[int]) -> int:
         """Relay the parties' private set intersection of their IDs

@@ -192,6 +192,13 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
                 "split classification has no shared seed to agree on: "
                 "runtime.key_agreement applies to the GAN families"
             )
+        if common.get("align_ids"):
+            raise ValueError(
+                "split classification aligns rows against the label party's IDs, which a "
+                "private set intersection among the non-label parties leaves out: give every "
+                "party the label party's rows in its order (runtime.align_ids applies to the "
+                "GAN families)"
+            )
         super().__init__(**common, min_parties=1)
         self.method = Method(method)
         self.settings = settings

@@ -96,7 +96,7 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     # -- the run (VerticalStrategy.start's steps) -------------------------------------------
     def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _Run:
         """Setup: the clients' order, rows and column shapes; the server's generator."""
-        agreed = self.agree_shared_seed(grid, nodes) if self.key_agreement else 0
+        agreed = self.before_setup(grid, nodes)
         content = SetupInstruction(
             algorithm=json.dumps(self.config.to_dict(), sort_keys=True),
             data_spec=self.data_spec.to_json() if self.data_spec else "",

@@ -337,9 +337,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         server_config = json.dumps(self.config.to_dict(), sort_keys=True)
         resume = load_server_state(self.checkpoint_dir, server_config, self.key_agreement)
         start_step = int(resume[1]["next_step"]) if resume else 0
-        agreed = self.agree_shared_seed(grid, nodes) if self.key_agreement else 0
-        if self.align_ids:
-            agreed += self.align_rows(grid, nodes)
+        agreed = self.before_setup(grid, nodes)
         replies = self.exchange(
             grid, self.configure_setup(nodes, start_step if resume else P.NO_STEP), "setup"
         )

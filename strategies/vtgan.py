@@ -310,7 +310,7 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         server_config = json.dumps(self.config.to_dict(), sort_keys=True)
         resume = load_server_state(self.checkpoint_dir, server_config, self.key_agreement)
         resume_step = int(resume[1]["next_step"]) if resume else P.NO_STEP
-        agreed = self.agree_shared_seed(grid, nodes) if self.key_agreement else 0
+        agreed = self.before_setup(grid, nodes)
         order, n_rows, shapes = self.aggregate_setup(
             self.exchange(grid, self.configure_setup(nodes, resume_step), "setup")
         )

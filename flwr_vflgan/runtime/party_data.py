@@ -206,17 +206,6 @@ class PartyData:
         """SHA-256 of the row IDs in order (proves alignment without revealing IDs)."""
         return id_digest(self.ids)
 
-    def take(self, rows: Sequence[int]) -> PartyData:
-        """These rows, in this order (the encoder stays the one fitted on every row)."""
-        index = np.asarray(rows, dtype=np.int64)
-        return PartyData(
-            frame=self.frame.iloc[index].reset_index(drop=True),
-            schema=self.schema,
-            ids=self.ids.iloc[index].reset_index(drop=True),
-            encoder=self.encoder,
-            encoded=self.encoded[torch.from_numpy(index)],
-        )
-
 
 def load_full_table(spec: DataSpec) -> tuple[Dataset, pd.Series]:
     """The whole table of a spec with its row IDs (0..n-1 for registered datasets)."""
@@ -340,16 +329,25 @@ def party_block(spec: DataSpec, partition_id: int) -> PartyData:
     return encode_block(frame, schema, ids, spec.numeric_scaling, spec.public_domain)
 
 
-def party_file(path: str | Path, numeric_scaling: str = "standard") -> PartyData:
+def party_file(
+    path: str | Path, numeric_scaling: str = "standard", rows: Sequence[int] | None = None
+) -> PartyData:
     """A party's own file (deployment), with its schema sidecar if present, and its
     encoder built from the public domain sidecar (:func:`domain_sidecar`) if present
-    (``mode`` fits its mixtures on the rows and leaves the sidecar unread)."""
+    (``mode`` fits its mixtures on the rows and leaves the sidecar unread).
+
+    ``rows``: only these rows, in this order (the people every party holds, after an
+    alignment by ID). The encoder is fitted on them alone: a person outside the run
+    shapes nothing it publishes (no category, no bound of a number)."""
     dataset, ids = load_party_file(path)
+    frame = dataset.frame.reset_index(drop=True)
+    if rows is not None:
+        index = np.asarray(rows, dtype=np.int64)
+        frame = frame.iloc[index].reset_index(drop=True)
+        ids = ids.iloc[index].reset_index(drop=True)
     sidecar = domain_sidecar(path)
     domain = PublicDomain.load(sidecar) if sidecar.is_file() and numeric_scaling != "mode" else None
-    return encode_block(
-        dataset.frame.reset_index(drop=True), dataset.schema, ids, numeric_scaling, domain
-    )
+    return encode_block(frame, dataset.schema, ids, numeric_scaling, domain)
 
 
 def all_blocks(spec: DataSpec, table: tuple[Dataset, pd.Series] | None = None) -> list[PartyData]:

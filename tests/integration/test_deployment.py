@@ -651,6 +651,40 @@ def test_a_run_whose_serverapp_or_superlink_dies_is_resumed_by_the_next_flwr_run
             assert "registering again" in node_log, node_log[-2000:]
 
 
+@pytest.mark.slow
+def test_party_nodes_with_different_rows_align_them_by_id(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """Party 0 holds rows 0-499, party 1 rows 100-639 shuffled: with runtime.align_ids the
+    run trains on the 400 people both hold (the setup digest confirms one order) and
+    publishes the in-process run's table over the same files, bit for bit."""
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = f"{' '.join(dataset)} {NODE_OVERRIDES} runtime.align_ids=true"
+    keep = [np.arange(0, 500), np.random.default_rng(5).permutation(np.arange(100, 640))]
+
+    def drop_rows(parties: Path) -> None:
+        for i, rows in enumerate(keep):
+            path = parties / f"party-{i}.csv"
+            pd.read_csv(path).iloc[rows].to_csv(path, index=False)
+
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=None,
+        timeout=NODE_RUN_TIMEOUT,
+        party_nodes=True,
+        edit_parties=drop_rows,
+    )
+    try:
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        assert metrics["train_rows"] == 400, metrics
+        _same_table_as_inprocess(deployment, overrides, tmp_path)
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+
+
 # -- VT-GAN ------------------------------------------------------------------------------
 def _inprocess_vtgan(overrides: str, node_configs: list[dict], run_dir: Path) -> VFLGANResult:
     """The same run as the ServerApp's (config composed the same way, same server seed)

@@ -18,7 +18,13 @@ from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.simulations.config import ExportConfig, compose_run_config, to_run_spec
 from flwr_vflgan.simulations.export_parties import export_parties
-from flwr_vflgan.strategies import InProcessGrid, RunStopped, VFLGANStrategy
+from flwr_vflgan.strategies import (
+    InProcessGrid,
+    RunStopped,
+    VDGANStrategy,
+    VFLGANStrategy,
+    VTGANStrategy,
+)
 
 SHARED = 77
 CONFIG = VFLGANConfig.from_dict({"train": {"epochs": 1, "eval_rows": 100}})
@@ -97,6 +103,36 @@ def test_parties_with_no_one_in_common_stop_before_training(tmp_path: Path, adul
         _run(files)
 
 
+@pytest.mark.parametrize("algorithm", ["vtgan", "vdgan", "vflgan"])
+def test_gans_aligned_by_id_publish_the_table_of_pre_aligned_files(
+    tmp_path: Path, adult_small: Path, algorithm: str
+):
+    """With the parties holding different people in different orders, the published
+    table is the one of party files that hold exactly the common people in party 0's
+    order: training and each party's encoder see the common rows alone."""
+    rng = np.random.default_rng(5)
+    keep = [np.arange(0, 500), rng.permutation(np.arange(100, 640))]
+    files = _party_files(tmp_path / "mixed", adult_small, keep)
+    common = _party_files(tmp_path / "common", adult_small, [np.arange(100, 500)] * 2)
+    train = {"epochs": 1, "max_steps": 8, "batch_size": 64, "eval_every": 0}
+    config = VFLGANConfig.from_dict({"variant": algorithm, "train": train})
+    strategy_class = {"vtgan": VTGANStrategy, "vdgan": VDGANStrategy}.get(algorithm, VFLGANStrategy)
+
+    def run(party_files: list[Path], align: bool):
+        nodes = [
+            {"partition-id": i, "shared-seed": SHARED, "data-path": str(f)}
+            for i, f in enumerate(party_files)
+        ]
+        grid = InProcessGrid(make_client_app(), nodes)
+        return strategy_class(config, n_parties=2, publish_rows=60, align_ids=align, seed=2).start(
+            grid
+        )
+
+    aligned = run(files, align=True)
+    assert aligned.n_rows == 400
+    pd.testing.assert_frame_equal(aligned.synthetic, run(common, align=False).synthetic)
+
+
 def test_alignment_needs_party_files_and_the_vflgan_family(tmp_path: Path, adult_small: Path):
     nodes = [{"partition-id": i, "shared-seed": SHARED} for i in range(2)]
     grid = InProcessGrid(make_client_app(), nodes)
@@ -104,7 +140,6 @@ def test_alignment_needs_party_files_and_the_vflgan_family(tmp_path: Path, adult
     strategy = VFLGANStrategy(CONFIG, n_parties=2, data_spec=spec, align_ids=True)
     with pytest.raises(RunStopped, match=r"runtime\.align_ids aligns the parties' own files"):
         strategy.start(grid)
-    for algorithm in ("vtgan", "gafm"):
-        config = compose_run_config(f"algorithm={algorithm} runtime.align_ids=true")
-        with pytest.raises(ValueError, match=r"runtime\.align_ids aligns the parties' rows for"):
-            to_run_spec(config, tmp_path / algorithm)
+    config = compose_run_config("algorithm=gafm runtime.align_ids=true")
+    with pytest.raises(ValueError, match=r"runtime\.align_ids aligns the parties' rows for"):
+        to_run_spec(config, tmp_path / "gafm")
