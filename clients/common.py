@@ -21,6 +21,7 @@ from flwr_vflgan.data import AlignmentError
 from flwr_vflgan.privacy import BudgetExceededError
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import ProtocolError
+from flwr_vflgan.runtime.faults import pause_for_message
 from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_file
 from flwr_vflgan.runtime.rng import Stream, derive_seed
 
@@ -37,8 +38,10 @@ CACHE_SIZE = 8
 def guarded(
     msg: Message, context: Context, handler: Callable[[Message, Context], RecordDict]
 ) -> Message:
-    """Run a handler and turn its failure into a Flower error reply with a clear reason."""
+    """Run a handler and turn its failure into a Flower error reply with a clear reason
+    (the fault tests' pause points, :mod:`~flwr_vflgan.runtime.faults`, come first)."""
     try:
+        pause_for_message(msg.metadata.message_type)
         return Message(handler(msg, context), reply_to=msg)
     except ProtocolError as exc:
         return Message(Error(code=ERROR_PROTOCOL, reason=f"protocol error: {exc}"), reply_to=msg)

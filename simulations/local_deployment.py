@@ -33,6 +33,7 @@ from flwr_vflgan.simulations.config import ExportConfig, compose_run_config, to_
 from flwr_vflgan.simulations.export_parties import export_parties, node_config_text
 from flwr_vflgan.simulations.flower_processes import (
     HOST,
+    STATUS_EVERY,
     DeploymentFailed,
     FlowerProcesses,
     executable,
@@ -181,10 +182,13 @@ def launch_and_wait(
     env: Mapping[str, str],
     cwd: Path,
     timeout: float,
+    status_every: float = STATUS_EVERY,
 ) -> Callable[[], str]:
     """``flwr run`` this checkout on ``federation`` with the Hydra ``run_overrides`` and
     wait for ``<run_dir>/metrics.json``; returns a function that gathers every log and the
-    run's log from the SuperLink, for failure messages.
+    run's log from the SuperLink, for failure messages. The run's status is asked every
+    ``status_every`` seconds, and the wait fails once it has ended without the outputs
+    (``math.inf``: never asked, for a run that a later ``flwr run`` may take over).
 
     Raises
     ------
@@ -209,6 +213,7 @@ def launch_and_wait(
         cli_log=cli_log,
         timeout=timeout,
         diagnostics=diagnostics,
+        status_every=status_every,
         cwd=cwd,
     )
     return diagnostics

@@ -25,6 +25,7 @@ from flwr.serverapp import Grid
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime import psi
 from flwr_vflgan.runtime.codec import ProtocolError
+from flwr_vflgan.runtime.faults import pause_point
 from flwr_vflgan.runtime.messages import KeyOffer, KeyOpen, KeySeal
 from flwr_vflgan.runtime.party_data import DataSpec
 
@@ -216,6 +217,7 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         log.info("%s", self.summary())
         nodes = self.wait_for_nodes(grid)
         losses = 0
+        pause_point("server-setup")
         try:
             run = self.prepare(grid, nodes, started)
         except PartyLost as lost:
@@ -225,6 +227,7 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         while True:
             try:
                 self.train(run)
+                pause_point("server-publication")
                 return self.conclude(run, time.monotonic() - loop_started)
             except PartyLost as lost:
                 run = self.rejoin(grid, lost, losses, started)

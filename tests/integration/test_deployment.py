@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +34,14 @@ from flwr.common.config import parse_config_args
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.data import load_dataset, load_party_file
+from flwr_vflgan.runtime.faults import PAUSE_AT, PAUSE_DIR, PAUSE_SECONDS
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.simulations.config import ExportConfig, compose_run_config, to_run_spec
 from flwr_vflgan.simulations.export_parties import export_parties, supernode_command
 from flwr_vflgan.simulations.flower_processes import (
     HOST,
+    STATUS_EVERY,
+    DeploymentFailed,
     FlowerProcesses,
     executable,
     flower_env,
@@ -199,20 +203,26 @@ def _deploy(
     party_nodes: bool = False,
     while_running: Callable[[list[list[str]], dict[str, str]], None] | None = None,
     edit_parties: Callable[[Path], None] | None = None,
+    extra_env: dict[str, str] | None = None,
+    relaunches: bool = False,
 ) -> Deployment:
     """Export the party files, start a SuperLink and two SuperNodes from the printed
     commands (or, with ``party_nodes``, two ``flwr-vflgan-node`` processes with the same
     node configs, and with ``checkpoints`` their checkpoint directories), launch ``flwr
     run`` and wait for ``metrics.json``. ``edit_parties`` may change the exported party
     files before any node starts; ``while_running`` is called in a thread of its own with
-    the party nodes' commands and environment as the run starts."""
+    the party nodes' commands and environment as the run starts. ``extra_env`` goes into
+    every process's environment (the SuperLink's reaches the ServerApp). With
+    ``relaunches`` (``while_running`` runs ``flwr run`` again after a fault) the wait is for
+    the outputs alone, not for the first run's status."""
     started = time.monotonic()
     link_port, node_ports = free_ports(1)[0], free_ports(2)
     superlink = f"{HOST}:{link_port}"
     flwr_home, run_dir, parties = tmp_path / "flwr-home", tmp_path / "run", tmp_path / "parties"
     # One thread per process: the SuperNodes' ClientApps compute what the in-process
     # reference computes, in the same order.
-    env = flower_env(flwr_home, {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
+    threads = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    env = flower_env(flwr_home, {**threads, **(extra_env or {})})
 
     output, commands = _export(parties, superlink, *export_overrides)
     assert len(commands) == 2, output
@@ -249,22 +259,38 @@ def _deploy(
         args = _supernode_args(command, node_ports[i], checkpoints[i] if checkpoints else None)
         processes.start(f"supernode-{i}", args, env, cwd=tmp_path)
     write_flower_config(flwr_home, FEDERATION, superlink)
+    failed: list[str] = []
     if while_running is not None:
-        threading.Thread(
-            target=while_running,
-            args=(node_commands if party_nodes else commands, env),
-            daemon=True,
-        ).start()
 
-    diagnostics = launch_and_wait(
-        processes,
-        FEDERATION,
-        run_overrides,
-        run_dir,
-        env=env,
-        cwd=tmp_path,
-        timeout=timeout - (time.monotonic() - started),
-    )
+        def watched(given: list[list[str]]) -> None:
+            """``while_running``; an error of its own ends the wait at once (the SuperLink
+            is stopped) and is reported instead of a timeout."""
+            try:
+                while_running(given, env)
+            except BaseException:
+                failed.append(traceback.format_exc())
+                link = next((p for p in processes.processes if p.name == "superlink"), None)
+                if link is not None and link.popen is not None:
+                    link.popen.kill()
+
+        chosen = node_commands if party_nodes else commands
+        threading.Thread(target=watched, args=(chosen,), daemon=True).start()
+
+    try:
+        diagnostics = launch_and_wait(
+            processes,
+            FEDERATION,
+            run_overrides,
+            run_dir,
+            env=env,
+            cwd=tmp_path,
+            timeout=timeout - (time.monotonic() - started),
+            status_every=math.inf if relaunches else STATUS_EVERY,
+        )
+    except DeploymentFailed:
+        if failed:
+            raise AssertionError(f"the fault thread failed:\n{failed[0]}") from None
+        raise
     node_configs = [parse_config_args([c[c.index("--node-config") + 1]]) for c in commands]
     return Deployment(run_dir, parties, shared_seed, node_configs, diagnostics, output)
 
@@ -552,6 +578,8 @@ def _resumed_deployment(
     epochs: int | None = None,
     resumed: bool = True,
     algorithm: str = "",
+    extra_env: dict[str, str] | None = None,
+    relaunches: bool = False,
 ) -> Deployment:
     """Party nodes (or, without ``party_nodes``, stock SuperNodes) train ``epochs`` (by
     default the REJOIN_EPOCHS run) while ``fault(overrides, commands, env)`` runs in a
@@ -571,6 +599,8 @@ def _resumed_deployment(
         timeout=REJOIN_RUN_TIMEOUT,
         party_nodes=party_nodes,
         while_running=lambda commands, env: fault(overrides, commands, env),
+        extra_env=extra_env,
+        relaunches=relaunches,
     )
     try:
         metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
@@ -643,12 +673,109 @@ def test_a_run_whose_serverapp_or_superlink_dies_is_resumed_by_the_next_flwr_run
             )
         )
 
-    _resumed_deployment(tmp_path, processes, adult_small, fault_then_run_again)
+    _resumed_deployment(tmp_path, processes, adult_small, fault_then_run_again, relaunches=True)
     assert relaunched, "the fault was not injected"
     if fault is _restart_superlink:  # the same node processes served both runs
         for i in range(2):
             node_log = (processes.log_dir / f"party-node-{i}.log").read_text()
             assert "registering again" in node_log, node_log[-2000:]
+
+
+def _pauses(tmp_path: Path, points: str, seconds: float) -> tuple[Path, dict[str, str]]:
+    """The marker directory and environment of the pause points ``points``
+    (:mod:`flwr_vflgan.runtime.faults`)."""
+    markers = tmp_path / "pauses"
+    markers.mkdir()
+    env = {PAUSE_AT: points, PAUSE_DIR: str(markers), PAUSE_SECONDS: str(seconds)}
+    return markers, env
+
+
+def _paused(marker: Path, timeout: float = 180.0) -> int:
+    """The pid of the process paused at ``marker``'s point, once one is."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = marker.read_text() if marker.is_file() else ""
+        if text.endswith("\n"):
+            return int(text)
+        time.sleep(0.05)
+    raise AssertionError(f"no process paused at {marker.name} within {timeout:.0f} s")
+
+
+def _exits_within(pid: int, seconds: float) -> float:
+    """Seconds until process ``pid`` has exited (fails past ``seconds``)."""
+    started = time.monotonic()
+    # A killed child its parent has not reaped yet stays in the table as a zombie.
+    while (info := process_table().get(pid)) is not None and not info.state.startswith("Z"):
+        if time.monotonic() - started > seconds:
+            raise AssertionError(f"process {pid} still runs {seconds:.0f} s after the fault")
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def _relaunch(processes: FlowerProcesses, overrides: str, env: dict[str, str], tmp_path: Path):
+    run_overrides = shlex.join(["runtime=deployment", *shlex.split(overrides)])
+    launch_run(processes, FEDERATION, run_overrides, tmp_path / "run", env=env, cwd=tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["serverapp", "superlink"])
+def test_a_run_stopped_at_setup_and_again_at_publication_is_resumed_by_flwr_run(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path, fault: str
+) -> None:
+    """The fault matrix's setup and publication cells for the ServerApp and the
+    SuperLink, in one deployment. The ServerApp pauses at setup (its nodes connected, no
+    message sent) and is killed (SIGKILL), or the SuperLink is killed and started again,
+    after which the paused ServerApp fails on its own and exits within 60 s. ``flwr
+    run`` again starts afresh (no checkpoint yet), trains, and is stopped the same way
+    at publication; ``flwr run`` a third time resumes from the last checkpoint and
+    publishes the in-process run's table, bit for bit. Nothing is published before."""
+    markers, pause_env = _pauses(
+        tmp_path, "server-setup,server-publication", 300 if fault == "serverapp" else 3
+    )
+    stopped: list[tuple[str, float]] = []
+
+    def stop_twice(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
+        for point in ("server-setup", "server-publication"):
+            app = _paused(markers / point)
+            assert not (tmp_path / "run" / "synthetic.csv").exists()
+            if fault == "serverapp":
+                _kill_serverapp(tmp_path, processes, env, commands)
+            else:
+                _restart_superlink(tmp_path, processes, env, commands)
+            stopped.append((point, _exits_within(app, 60.0)))
+            _relaunch(processes, overrides, env, tmp_path)
+
+    _resumed_deployment(
+        tmp_path, processes, adult_small, stop_twice, epochs=3, extra_env=pause_env, relaunches=True
+    )
+    assert [p for p, _ in stopped] == ["server-setup", "server-publication"], stopped
+
+
+@pytest.mark.slow
+def test_a_party_node_killed_at_publication_rejoins_and_the_table_is_unchanged(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """The fault matrix's publication cell for a party's process: the first party node
+    to receive the publication message pauses there and is killed (SIGKILL), then started
+    again with the same command; the run waits for it, resumes every holder from the
+    last checkpoint, trains the last epoch again and publishes the in-process run's
+    table, bit for bit."""
+    markers, pause_env = _pauses(tmp_path, "party-publication", 300)
+    killed: list[str] = []
+
+    def kill_and_restart(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
+        pid = _paused(markers / "party-publication", timeout=REJOIN_RUN_TIMEOUT)
+        victim = next(p for p in processes.processes if p.popen and p.popen.pid == pid)
+        _kill(processes, victim.name)
+        killed.append(victim.name)
+        index = int(victim.name.rsplit("-", 1)[1])
+        processes.start(f"{victim.name}-restarted", commands[index], env, cwd=tmp_path)
+
+    deployment = _resumed_deployment(
+        tmp_path, processes, adult_small, kill_and_restart, epochs=3, extra_env=pause_env
+    )
+    assert killed, "no party node paused at publication"
+    assert "waiting up to 180 s for it to rejoin" in deployment.diagnostics()
 
 
 @pytest.mark.slow
