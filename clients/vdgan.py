@@ -11,7 +11,9 @@ import io
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import numpy as np
 import torch
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 
@@ -21,6 +23,7 @@ from flwr_vflgan.gan.vdgan import PateClient, VDGANClient, VDSchedule
 from flwr_vflgan.privacy import BudgetExceededError, Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.privacy.pate import PatePlan
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import GenerateReply, SetupInstruction
 from flwr_vflgan.runtime.party_data import PartyData, party_block
@@ -33,6 +36,7 @@ from .common import (
     node_integer,
     node_partition_id,
     node_shared_seed,
+    party_checkpoint_dir,
 )
 from .state import BlockState, load_flat, save_flat
 
@@ -51,6 +55,8 @@ class VDPartyMeta(BlockState):
     opt_steps: list[int] = field(default_factory=list)
     privacy: dict | None = None
     """VDGAN-DPSGD: the client's plan, its noise seed and the critic steps taken."""
+    checkpoint_dir: str = ""
+    """Where the client writes its checkpoints ("": none)."""
 
     @property
     def algorithm(self) -> VFLGANConfig:
@@ -81,15 +87,22 @@ class VDGANPartyClient:
     # -- handlers ----------------------------------------------------------------------
     def _setup(self, msg: Message, context: Context) -> RecordDict:
         setup = SetupInstruction.from_content(msg.content)
-        if setup.resume_step != P.NO_STEP:
-            raise ValueError("VDGAN runs cannot resume from checkpoints yet")
         partition_id = node_partition_id(context)
+        checkpoint_dir = party_checkpoint_dir(context, setup.checkpoint_root, partition_id) or ""
+        if setup.resume_step != P.NO_STEP and not checkpoint_dir:
+            raise ValueError(
+                f"client {partition_id} cannot resume iteration {setup.resume_step}: it has no "
+                f"checkpoint directory (node_config '{P.NODE_CHECKPOINT_DIR}')"
+            )
         data_key, data = self._tables.for_setup(context, setup.data_spec, partition_id)
         shared_seed = node_shared_seed(context, setup.run_seed)
         meta = VDPartyMeta(setup.algorithm, data_key, shared_seed, partition_id)
+        meta.checkpoint_dir = checkpoint_dir
         meta.privacy = _privacy_meta(context, meta.algorithm, data.n_rows, setup.n_parties)
         self._critics.pop(self._key(context, meta), None)
         critic = self._critic(context, meta, data)
+        if setup.resume_step != P.NO_STEP:
+            _resume(critic, meta, setup.resume_step)
         _save(context, critic, meta)
         spans = data.encoder.spans
         return VDSetupReply(
@@ -116,6 +129,16 @@ class VDGANPartyClient:
         _spend(meta, critic.config.train.n_critic)
         grad = critic.step(step.iteration, torch.from_numpy(step.fake))
         meta.next_iteration += 1
+        if step.checkpoint and meta.checkpoint_dir:
+            spent = meta.privacy["d_steps"] if meta.privacy else 0
+            save_party_checkpoint(
+                Path(meta.checkpoint_dir),
+                meta.next_iteration,
+                critic.state.to_numpy(),
+                critic.state.optimizer_steps(),
+                {"counters": np.array([spent])},
+                meta.config,
+            )
         _save(context, critic, meta)
         return VDStepReply(step.iteration, grad.numpy()).to_content()
 
@@ -155,6 +178,24 @@ class VDGANPartyClient:
         critic = self._critic(context, meta, data)
         load_flat(context, P.VD_STATE_FLAT, critic.state, meta.opt_steps, "client")
         return critic
+
+
+def _resume(critic: VDGANClient | PateClient, meta: VDPartyMeta, iteration: int) -> None:
+    """Roll the freshly built critic (or teachers) back to the checkpoint of
+    ``iteration``, with the critic steps spent under DP.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        No checkpoint for that iteration, or one written under another configuration.
+    """
+    arrays, opt_steps = load_party_checkpoint(Path(meta.checkpoint_dir), iteration, meta.config)
+    if "flat" not in arrays or "counters" not in arrays:
+        raise ValueError(f"the checkpoint of iteration {iteration} lacks its state")
+    critic.state.load(arrays["flat"], opt_steps)
+    meta.next_iteration = iteration
+    if meta.privacy is not None:
+        meta.privacy["d_steps"] = int(arrays["counters"][0])
 
 
 def _save(context: Context, critic: VDGANClient | PateClient, meta: VDPartyMeta) -> None:

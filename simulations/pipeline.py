@@ -262,12 +262,12 @@ def train_federated(
     checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
     strategy: VFLGANStrategy | VTGANStrategy | VDGANStrategy
     if spec.algorithm.is_vdgan:
-        if checkpoints is not None:
-            log.info("VDGAN runs do not write checkpoints yet (output.checkpoint is ignored)")
         strategy = VDGANStrategy(
             spec.algorithm,
             evaluate_fn=evaluator.encoded_fd if evaluator is not None else None,
             publish_rows=spec.output.publish_rows,
+            checkpoint_dir=checkpoints,
+            party_checkpoint_root=None if spec.runtime.kind == "deployment" else checkpoints,
             **strategy_settings(spec, progress),
         )
     elif spec.algorithm.is_vtgan:

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,12 +29,14 @@ from flwr_vflgan.gan.schedule import Evaluations
 from flwr_vflgan.gan.vd_messages import VDDecode, VDSetupReply, VDStep, VDStepReply, WireSpan
 from flwr_vflgan.gan.vdgan import VDGANServer, VDSchedule
 from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.checkpoint import save_server_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import SetupInstruction, SetupReply
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 
 from .base import PROGRESS_RECORD, StrategyArgs, VerticalStrategy
 from .exchange import RunStopped, setup_replies
+from .resume import load_server_state, resume_refusal
 from .vflgan import PUBLISH_DRAW, EvaluateFn, VFLGANResult, collect_published
 
 if TYPE_CHECKING:
@@ -56,6 +59,8 @@ class _Run:
     evaluations: Evaluations = field(default_factory=Evaluations)
     best: np.ndarray | None = None
     budget_stop: str | None = None
+    next_iteration: int = 0
+    resumed_from_step: int | None = None
 
 
 class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
@@ -68,6 +73,12 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     evaluate_fn
         Frechet-distance evaluator over the clients' encoded blocks (the experimenter's
         oracle); ``None`` disables evaluation and best-epoch selection.
+    checkpoint_dir
+        Where the server writes its checkpoints (after every epoch's last iteration but
+        the run's last) and resumes from; ``None`` disables them.
+    party_checkpoint_root
+        Directory under which clients without their own ``checkpoint-dir`` write theirs
+        (``<root>/party-<id>``; simulated clients).
     **common
         The settings every strategy takes (:class:`~.base.VerticalStrategy`).
     """
@@ -77,6 +88,8 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         config: VFLGANConfig,
         *,
         evaluate_fn: EvaluateFn | None = None,
+        checkpoint_dir: str | Path | None = None,
+        party_checkpoint_root: str | Path | None = None,
         **common: Unpack[StrategyArgs],
     ) -> None:
         if not config.is_vdgan:
@@ -84,25 +97,31 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         super().__init__(**common, min_parties=2)
         self.config = config
         self.evaluate_fn = evaluate_fn
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.party_checkpoint_root = str(party_checkpoint_root) if party_checkpoint_root else ""
 
     def summary(self) -> str:
         """One line describing the configured run."""
         t = self.config.train
         return (
             f"VDGANStrategy({self.n_parties} clients, epochs={t.epochs}, max_steps={t.max_steps}, "
-            f"batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, gp={t.gp_weight})"
+            f"batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, gp={t.gp_weight}, "
+            f"checkpoints={'on' if self.checkpoint_dir else 'off'})"
         )
 
     # -- the run (VerticalStrategy.start's steps) -------------------------------------------
     def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _Run:
-        """Setup: the clients' order, rows and column shapes; the server's generator."""
+        """Setup (or resumption from the server's checkpoint): the clients' order, rows and
+        column shapes; the server's generator."""
+        server_config = json.dumps(self.config.to_dict(), sort_keys=True)
+        resume = load_server_state(self.checkpoint_dir, server_config, self.key_agreement)
         agreed = self.before_setup(grid, nodes)
         content = SetupInstruction(
-            algorithm=json.dumps(self.config.to_dict(), sort_keys=True),
+            algorithm=server_config,
             data_spec=self.data_spec.to_json() if self.data_spec else "",
-            resume_step=P.NO_STEP,
+            resume_step=int(resume[1]["next_step"]) if resume else P.NO_STEP,
             run_seed=self.seed,
-            checkpoint_root="",
+            checkpoint_root=self.party_checkpoint_root,
             n_parties=self.n_parties,
         ).to_content()
         replies = self.exchange(grid, [Message(content, n, P.VD_SETUP) for n in nodes], "setup")
@@ -126,7 +145,34 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         server = VDGANServer(self.config, spans, self.seed)
         run = _Run(grid, order, n_rows, schedule, server, started, exchanges=1 + agreed)
         run.budget_stop = budget_stop
+        if resume:
+            _restore(run, *resume)
+            log.info("resuming at iteration %d of %d", run.next_iteration, schedule.total)
         return run
+
+    def cannot_resume(self) -> str | None:
+        """A lost client can rejoin with checkpoints and a shared seed the clients keep."""
+        return resume_refusal(self.checkpoint_dir, self.key_agreement)
+
+    def _checkpoint(self, run: _Run, next_iteration: int) -> None:
+        """The generator, its Adam, the evaluations and the best epoch's generator."""
+        assert self.checkpoint_dir is not None
+        arrays = {"flat": run.server.state.to_numpy()}
+        if run.best is not None:
+            arrays["best"] = run.best
+        save_server_checkpoint(
+            self.checkpoint_dir,
+            next_iteration,
+            arrays,
+            {
+                "optimizer_steps": run.server.state.optimizer_steps(),
+                "history": run.evaluations.history,
+                "best_fd": run.evaluations.best_fd,
+                "best_epoch": run.evaluations.best_epoch,
+                "exchanges": run.exchanges,
+                "config": json.dumps(self.config.to_dict(), sort_keys=True),
+            },
+        )
 
     def _budget(
         self, schedule: VDSchedule, allowed: Sequence[int]
@@ -154,11 +200,16 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     def train(self, run: _Run) -> None:
         """Every iteration: one exchange, then the generator's update; an evaluation at
         every epoch's end."""
-        batch, server = self.config.train.batch_size, run.server
-        for iteration in range(run.schedule.total):
+        batch, server, schedule = self.config.train.batch_size, run.server, run.schedule
+        for iteration in range(run.next_iteration, schedule.total):
             fakes = server.synthesize(iteration)
+            checkpoint = (
+                self.checkpoint_dir is not None
+                and schedule.ends_epoch(iteration)
+                and iteration + 1 < schedule.total
+            )
             messages = [
-                Message(VDStep(iteration, f.numpy()).to_content(), node, P.VD_STEP)
+                Message(VDStep(iteration, f.numpy(), checkpoint).to_content(), node, P.VD_STEP)
                 for f, node in zip(fakes, run.order, strict=True)
             ]
             replies = self.exchange(run.grid, messages, f"iteration {iteration}")
@@ -173,10 +224,12 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
                     ) from exc
                 grads.append(torch.from_numpy(reply.grad))
             server.update(iteration, grads)
-            self.tick(iteration + 1, run.schedule.total, run.started)
-            due = run.schedule.evaluation_due(iteration, self.config.train.eval_every)
+            self.tick(iteration + 1, schedule.total, run.started)
+            due = schedule.evaluation_due(iteration, self.config.train.eval_every)
             if self.evaluate_fn is not None and due:
                 self._evaluate(run, iteration)
+            if checkpoint:
+                self._checkpoint(run, iteration + 1)
 
     def _evaluate(self, run: _Run, iteration: int) -> None:
         assert self.evaluate_fn is not None
@@ -229,8 +282,18 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             exchanges=run.exchanges + 1,
             wall_seconds=time.monotonic() - run.started,
             n_rows=run.n_rows,
+            resumed_from_step=run.resumed_from_step,
             train_seconds=train_seconds,
             privacy=privacy,
             budget_stop=run.budget_stop,
             published="best_fd" if use_best else "last",
         )
+
+
+def _restore(run: _Run, arrays: dict[str, np.ndarray], meta: dict) -> None:
+    """Roll the server back to its checkpoint (:meth:`VDGANStrategy._checkpoint`)."""
+    run.server.state.load(arrays["flat"], meta["optimizer_steps"])
+    run.best = arrays.get("best")
+    run.evaluations = Evaluations(meta["history"], meta["best_fd"], meta["best_epoch"])
+    run.next_iteration = run.resumed_from_step = int(meta["next_step"])
+    run.exchanges += int(meta["exchanges"])

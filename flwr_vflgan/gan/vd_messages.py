@@ -104,23 +104,31 @@ def _block(name: str, rows: np.ndarray) -> RecordDict:
 
 @dataclass(frozen=True)
 class VDStep:
-    """Server -> client: iteration ``iteration``'s synthetic batch, the client's columns."""
+    """Server -> client: iteration ``iteration``'s synthetic batch, the client's columns,
+    and whether to write a checkpoint after it (resuming at the next iteration)."""
 
     iteration: int
     fake: np.ndarray
+    checkpoint: bool = False
 
     def to_content(self) -> RecordDict:
-        """The message content: the iteration and one float32 array."""
+        """The message content: the iteration, the checkpoint request and one float32
+        array."""
         content = _block(P.FAKE, self.fake)
-        content[P.CONFIG] = ConfigRecord({"iteration": self.iteration})
+        content[P.CONFIG] = ConfigRecord(
+            {"iteration": self.iteration, "checkpoint": self.checkpoint}
+        )
         return content
 
     @classmethod
     def from_content(cls, content: RecordDict, rows: int, width: int) -> VDStep:
-        """Decode, checking the batch's shape ``(rows, width)``."""
-        iteration = get_int(get_config(content, P.CONFIG), "iteration")
+        """Decode, checking the batch's shape ``(rows, width)``; a message without the
+        checkpoint request (an older server) asks for none."""
+        config = get_config(content, P.CONFIG)
+        iteration = get_int(config, "iteration")
+        checkpoint = "checkpoint" in config and bool(get_field(config, "checkpoint", bool))
         fake = get_tensor(content, P.FEATURES, P.FAKE, (rows, width)).numpy()
-        return cls(iteration, fake)
+        return cls(iteration, fake, checkpoint)
 
 
 @dataclass(frozen=True)

@@ -147,13 +147,18 @@ def test_no_grace_no_checkpoints_or_a_party_that_keeps_dying_stops_the_run(
     assert crash.crashes == 4
 
 
-def test_agreed_seeds_and_families_without_checkpoints_cannot_take_a_party_back(tmp_path: Path):
-    agreed = VFLGANStrategy(CONFIG, n_parties=2, key_agreement=True, checkpoint_dir=tmp_path)
-    assert "runtime.key_agreement" in (agreed.cannot_resume() or "")
-    vtgan_config = VFLGANConfig.from_dict({"variant": "vtgan"})
-    vtgan = VTGANStrategy(vtgan_config, n_parties=2)
-    assert vtgan.cannot_resume() == "it keeps no checkpoints (output.checkpoint=false)"
-    assert VTGANStrategy(vtgan_config, n_parties=2, checkpoint_dir=tmp_path).cannot_resume() is None
-    vdgan = VDGANStrategy(VFLGANConfig.from_dict({"variant": "vdgan"}), n_parties=2)
-    assert vdgan.cannot_resume() == "VDGANStrategy keeps no checkpoints"
-    assert VFLGANStrategy(CONFIG, n_parties=2, checkpoint_dir=tmp_path).cannot_resume() is None
+def test_agreed_seeds_or_no_checkpoints_keep_a_lost_party_out_of_every_gan_family(
+    tmp_path: Path,
+):
+    refusal = "it keeps no checkpoints (output.checkpoint=false)"
+    for strategy_class, variant in (
+        (VFLGANStrategy, "vflgan"),
+        (VTGANStrategy, "vtgan"),
+        (VDGANStrategy, "vdgan"),
+    ):
+        config = VFLGANConfig.from_dict({"variant": variant})
+        assert strategy_class(config, n_parties=2).cannot_resume() == refusal, variant
+        kept = strategy_class(config, n_parties=2, checkpoint_dir=tmp_path)
+        assert kept.cannot_resume() is None, variant
+        agreed = strategy_class(config, n_parties=2, key_agreement=True, checkpoint_dir=tmp_path)
+        assert "runtime.key_agreement" in (agreed.cannot_resume() or ""), variant

@@ -78,7 +78,9 @@ def test_the_wire_carries_synthetic_columns_and_their_gradients_only(adult_small
         assert not message.has_error()
         records = dict(message.content.items())
         assert set(records) == {P.CONFIG, P.FEATURES}
-        assert set(records[P.CONFIG]) == {"iteration"}
+        sent = not message.metadata.reply_to_message_id
+        expected = {"iteration", "checkpoint"} if sent else {"iteration"}
+        assert set(records[P.CONFIG]) == expected
         arrays = records[P.FEATURES]
         assert isinstance(arrays, ArrayRecord) and len(arrays) == 1
         (array,) = [a.numpy() for a in arrays.values()]
