@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import SHARED_DATASETS
 from flwr.app import Message
+from interrupt import CrashAt
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.gafm.config import GAFMSettings, Method
@@ -28,31 +29,22 @@ class Stop(Exception):
     """Cuts a run short from its progress callback."""
 
 
-class _Crash:
-    """Kill party 1's node at its ``nth`` step message of repetition ``repetition``
-    (counted by its setups), once, and restart it."""
+def _crash(repetition: int, nth: int = 5) -> CrashAt:
+    """Lose party 1 at its ``nth`` step message of repetition ``repetition`` (each
+    repetition's first step message is for step 0)."""
+    seen = {"repetition": 0, "steps": 0}
 
-    def __init__(self, repetition: int, nth: int = 5) -> None:
-        self.repetition, self.nth, self.grid = repetition, nth, None
-        self.setups = self.steps = self.crashes = 0
+    def when(message: Message) -> bool:
+        if int(message.content[P.CONFIG]["step"]) == 0:
+            seen["repetition"] += 1
+            seen["steps"] = 0
+        seen["steps"] += 1
+        return seen["repetition"] == repetition and seen["steps"] == nth
 
-    def __call__(self, message: Message) -> None:
-        meta = message.metadata
-        assert self.grid is not None
-        if meta.reply_to_message_id or self.crashes:
-            return
-        if self.grid.context(meta.dst_node_id).node_config[P.NODE_PARTITION_ID] != 1:
-            return
-        if meta.message_type == P.GF_SETUP:
-            self.setups += 1
-        elif meta.message_type == P.GF_STEP and self.setups == self.repetition:
-            self.steps += 1
-            if self.steps == self.nth:
-                self.crashes += 1
-                self.grid.fail_node(meta.dst_node_id, restart=True)
+    return CrashAt(P.GF_STEP, when)
 
 
-def _run(crash: _Crash | None = None, seed: int = 7, **kwargs: object) -> GAFMResult:
+def _run(crash: CrashAt | None = None, seed: int = 7, **kwargs: object) -> GAFMResult:
     labels, ids, label = spec_labels(SPAMBASE)
     nodes = [{P.NODE_PARTITION_ID: i, "num-partitions": 2} for i in range(2)]
     grid = InProcessGrid(make_client_app(), nodes, observer=crash)
@@ -88,7 +80,7 @@ def reference() -> GAFMResult:
 def test_a_party_lost_in_a_repetition_rejoins_and_the_results_are_unchanged(
     tmp_path: Path, reference: GAFMResult
 ) -> None:
-    crash = _Crash(repetition=2)
+    crash = _crash(repetition=2)
     result = _run(crash, checkpoint_dir=tmp_path, rejoin_grace=5.0)
     assert crash.crashes == 1
     # Repetition 1 came from the checkpoint; repetition 2 started again from its setup.
@@ -132,4 +124,4 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path: Path) -> None:
 
 def test_without_checkpoints_a_lost_party_stops_the_run() -> None:
     with pytest.raises(RunStopped, match="cannot take the party back: it keeps no checkpoints"):
-        _run(_Crash(repetition=1), rejoin_grace=5.0)
+        _run(_crash(repetition=1), rejoin_grace=5.0)

@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from flwr.app import Message
-from interrupt import Interrupt, stop_in_epoch
+from interrupt import CrashAt, Interrupt, stop_in_epoch
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
@@ -37,25 +36,12 @@ def _config(dp: str = "none") -> VFLGANConfig:
     return VFLGANConfig.from_dict(values)
 
 
-class _Crash:
-    """Kill client 1's node when iteration ``iteration`` reaches it, once; restart it."""
-
-    def __init__(self, iteration: int) -> None:
-        self.iteration, self.grid, self.crashes = iteration, None, 0
-
-    def __call__(self, message: Message) -> None:
-        meta = message.metadata
-        if self.crashes or meta.reply_to_message_id or meta.message_type != P.VD_STEP:
-            return
-        assert self.grid is not None
-        if self.grid.context(meta.dst_node_id).node_config["partition-id"] != 1:
-            return
-        if int(message.content[P.CONFIG]["iteration"]) == self.iteration:
-            self.crashes += 1
-            self.grid.fail_node(meta.dst_node_id, restart=True)
+def _crash(iteration: int) -> CrashAt:
+    """Lose client 1 when iteration ``iteration`` reaches it."""
+    return CrashAt(P.VD_STEP, lambda m: int(m.content[P.CONFIG]["iteration"]) == iteration)
 
 
-def _run(source: Path, config: VFLGANConfig, crash: _Crash | None = None, **kwargs: object):
+def _run(source: Path, config: VFLGANConfig, crash: CrashAt | None = None, **kwargs: object):
     spec = DataSpec(source=str(source), n_parties=2)
     nodes = [{"partition-id": i, "shared-seed": SHARED, "noise-seed": 5 + i} for i in range(2)]
     grid = InProcessGrid(make_client_app(), nodes, observer=crash)
@@ -107,7 +93,7 @@ def test_a_lost_vdgan_client_rejoins_and_the_table_is_unchanged(
 ) -> None:
     config = _config()
     reference = _run(adult_small, config)
-    crash = _Crash(iteration=5)  # epoch 3; the last checkpoint resumes at iteration 4
+    crash = _crash(5)  # epoch 3; the last checkpoint resumes at iteration 4
     result = _run(adult_small, config, crash, rejoin_grace=5.0, **_checkpoints(tmp_path))
     assert crash.crashes == 1 and result.resumed_from_step == 4
     pd.testing.assert_frame_equal(result.synthetic, reference.synthetic)
@@ -124,7 +110,7 @@ def test_a_vdgan_checkpoint_of_another_configuration_is_refused(
 
 def test_without_checkpoints_a_lost_vdgan_client_stops_the_run(adult_small: Path) -> None:
     with pytest.raises(RunStopped, match="cannot take the party back: it keeps no checkpoints"):
-        _run(adult_small, _config(), _Crash(iteration=5), rejoin_grace=5.0)
+        _run(adult_small, _config(), _crash(5), rejoin_grace=5.0)
 
 
 def test_the_checkpoint_request_round_trips_and_an_older_step_asks_for_none() -> None:

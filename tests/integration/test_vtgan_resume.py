@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from flwr.app import Message
-from interrupt import Interrupt, stop_in_epoch
+from interrupt import CrashAt, Interrupt, stop_in_epoch
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
@@ -35,29 +34,12 @@ def _config(batch: int = 56, k: int = 1, dp: bool = False) -> VFLGANConfig:
     return VFLGANConfig.from_dict(values)
 
 
-class _Crash:
-    """Kill client ``partition``'s node when the block starting at ``step`` reaches it,
-    once, and restart it."""
-
-    def __init__(self, step: int, partition: int = 1) -> None:
-        self.step, self.partition, self.grid = step, partition, None
-        self.crashes = 0
-
-    def __call__(self, message: Message) -> None:
-        meta = message.metadata
-        if self.crashes or meta.reply_to_message_id or meta.message_type != P.VT_STEP:
-            return
-        assert self.grid is not None
-        node = meta.dst_node_id
-        if meta.group_id != str(self.step):
-            return
-        if self.grid.context(node).node_config["partition-id"] != self.partition:
-            return
-        self.crashes += 1
-        self.grid.fail_node(node, restart=True)
+def _crash(step: int) -> CrashAt:
+    """Lose client 1 when the block starting at ``step`` reaches it."""
+    return CrashAt(P.VT_STEP, lambda m: m.metadata.group_id == str(step))
 
 
-def _run(source: Path, config: VFLGANConfig, crash: _Crash | None = None, **kwargs: object):
+def _run(source: Path, config: VFLGANConfig, crash: CrashAt | None = None, **kwargs: object):
     spec = DataSpec(source=str(source), n_parties=2)
     nodes = [{"partition-id": i, "shared-seed": SHARED, "noise-seed": 7 + i} for i in range(2)]
     grid = InProcessGrid(make_client_app(), nodes, observer=crash)
@@ -126,7 +108,7 @@ def test_a_lost_vtgan_client_rejoins_and_the_table_is_unchanged(
 ) -> None:
     config = _config()
     reference = _run(adult_small, config)
-    crash = _Crash(step=30)  # epoch 3; the last checkpoint is at step 25
+    crash = _crash(30)  # epoch 3; the last checkpoint is at step 25
     result = _run(adult_small, config, crash, rejoin_grace=5.0, **_checkpoints(tmp_path))
     assert crash.crashes == 1 and result.resumed_from_step == 25
     pd.testing.assert_frame_equal(result.synthetic, reference.synthetic)
@@ -143,7 +125,7 @@ def test_a_vtgan_checkpoint_of_another_configuration_is_refused(
 
 def test_without_checkpoints_a_lost_vtgan_client_stops_the_run(adult_small: Path) -> None:
     with pytest.raises(RunStopped, match="cannot take the party back: it keeps no checkpoints"):
-        _run(adult_small, _config(), _Crash(step=30), rejoin_grace=5.0)
+        _run(adult_small, _config(), _crash(30), rejoin_grace=5.0)
 
 
 def test_a_vtgan_run_rerun_in_its_directory_resumes_from_its_checkpoints(
