@@ -475,7 +475,7 @@ def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
 # A party node killed mid-run on the first 640 Adult rows: 30 epochs of 12 steps in
 # blocks of 4, so the run goes on well after party 1's first checkpoint (step 12). A
 # stock SuperNode starts a ClientApp process per message (about 3 s an exchange here),
-# so its run is 8 epochs: still 21 exchanges after that checkpoint.
+# so its runs are shorter (8 epochs by default).
 REJOIN_EPOCHS = {True: 30, False: 8}
 # The SuperLink reports a silent node unavailable after two missed 30 s heartbeats; a node
 # restarted later than that finds the run waiting for it at setup.
@@ -494,44 +494,94 @@ VTGAN_REJOIN = (
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("party_nodes", "algorithm"),
-    [(True, ""), (False, ""), (True, VTGAN_REJOIN)],
-    ids=["party-node", "stock-supernode", "vtgan-party-node"],
-)
+@pytest.mark.parametrize("algorithm", ["", VTGAN_REJOIN], ids=["party-node", "vtgan-party-node"])
 def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
-    tmp_path: Path,
-    processes: FlowerProcesses,
-    adult_small: Path,
-    party_nodes: bool,
-    algorithm: str,
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path, algorithm: str
 ) -> None:
-    """Party 1's process (a ``flwr-vflgan-node``, or a stock ``flower-supernode``) is
-    killed (SIGKILL) once a checkpoint is written and started again with the same
-    command; the run waits for it (runtime.rejoin_grace), every holder resumes from the
-    last checkpoint, and the table is the in-process run's, bit for bit. VFLGAN, and
-    VT-GAN's client on a party node."""
+    """Party 1's process (a ``flwr-vflgan-node``) is killed (SIGKILL) once a checkpoint is
+    written and started again with the same command; the run waits for it
+    (runtime.rejoin_grace), every holder resumes from the last checkpoint, and the table
+    is the in-process run's, bit for bit. VFLGAN, and VT-GAN's client."""
     killed: list[bool] = []
 
     def kill_and_restart(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
         _wait_for_server_checkpoint(tmp_path)
-        if party_nodes:
-            _kill(processes, "party-node-1")
-            killed.append(True)
-            processes.start("party-node-1-restarted", commands[1], env, cwd=tmp_path)
-            return
-        _kill(processes, "supernode-1")
+        _kill(processes, "party-node-1")
         killed.append(True)
-        # The same printed command; a fresh ClientAppIo port (the old one may linger).
-        args = _supernode_args(commands[1], free_ports(1)[0], tmp_path / "party-1-checkpoints")
-        processes.start("supernode-1-restarted", args, env, cwd=tmp_path)
+        processes.start("party-node-1-restarted", commands[1], env, cwd=tmp_path)
 
     deployment = _resumed_deployment(
-        tmp_path, processes, adult_small, kill_and_restart, party_nodes, algorithm=algorithm
+        tmp_path, processes, adult_small, kill_and_restart, algorithm=algorithm
     )
     run_log = deployment.diagnostics()
     assert killed, "the party node was not killed"
     assert "waiting up to 180 s for it to rejoin" in run_log, run_log
+
+
+# Three losses of a stock SuperNode in one run of 4 epochs, each costing the SuperLink's
+# heartbeat window before the run sees it: allow for them on top of the run.
+STOCK_FAULTS_TIMEOUT = 900.0
+
+
+@pytest.mark.slow
+def test_a_stock_supernode_killed_at_setup_in_training_and_at_publication_rejoins_each_time(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """The fault matrix's stock-SuperNode row, in one run: a ``flower-supernode`` is
+    killed (SIGKILL) while its ClientApp handles the setup message, then party 1's once
+    the first checkpoint is written, then the one whose ClientApp handles the publication
+    message; each is started again with the exporter's printed command (a fresh
+    ClientAppIo port). The run waits for each (runtime.rejoin_grace): from the start after
+    the first, from the last checkpoint after the others, and the table is the in-process
+    run's, bit for bit. The orphaned ClientApp of a killed SuperNode wakes from its
+    pause, finds no SuperNode and exits."""
+    markers, pause_env = _pauses(tmp_path, "party-setup,party-publication", 5)
+    killed: list[str] = []
+    current = {0: "supernode-0", 1: "supernode-1"}
+
+    def restart(index: int, commands: list[list[str]], env: dict[str, str]) -> None:
+        _kill(processes, current[index])
+        killed.append(current[index])
+        current[index] = f"supernode-{index}-{len(killed)}"
+        args = _supernode_args(
+            commands[index], free_ports(1)[0], tmp_path / f"party-{index}-checkpoints"
+        )
+        processes.start(current[index], args, env, cwd=tmp_path)
+
+    def paused_supernode(point: str) -> int:
+        """The party whose SuperNode started the ClientApp paused at ``point``."""
+        app = _paused(markers / point, timeout=STOCK_FAULTS_TIMEOUT)
+        table, ancestors, pid = process_table(), set(), app
+        while pid in table and pid not in ancestors:
+            ancestors.add(pid)
+            pid = table[pid].ppid
+        found = [i for i, name in current.items() if _pid_of(processes, name) in ancestors]
+        assert len(found) == 1, (app, [(p, table[p].args) for p in ancestors if p in table])
+        return found[0]
+
+    def three_faults(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
+        restart(paused_supernode("party-setup"), commands, env)
+        _wait_for_server_checkpoint(tmp_path, timeout=STOCK_FAULTS_TIMEOUT)
+        restart(1, commands, env)
+        restart(paused_supernode("party-publication"), commands, env)
+
+    deployment = _resumed_deployment(
+        tmp_path,
+        processes,
+        adult_small,
+        three_faults,
+        party_nodes=False,
+        epochs=4,
+        extra_env=pause_env,
+        timeout=STOCK_FAULTS_TIMEOUT,
+    )
+    assert len(killed) == 3, killed
+    assert deployment.diagnostics().count("waiting up to 180 s for it to rejoin") >= 3
+
+
+def _pid_of(processes: FlowerProcesses, name: str) -> int | None:
+    found = next((p for p in processes.processes if p.name == name), None)
+    return found.popen.pid if found is not None and found.popen is not None else None
 
 
 @pytest.mark.slow
@@ -580,6 +630,7 @@ def _resumed_deployment(
     algorithm: str = "",
     extra_env: dict[str, str] | None = None,
     relaunches: bool = False,
+    timeout: float = REJOIN_RUN_TIMEOUT,
 ) -> Deployment:
     """Party nodes (or, without ``party_nodes``, stock SuperNodes) train ``epochs`` (by
     default the REJOIN_EPOCHS run) while ``fault(overrides, commands, env)`` runs in a
@@ -596,7 +647,7 @@ def _resumed_deployment(
         export_overrides=dataset,
         run_overrides=overrides,
         checkpoints=[tmp_path / f"party-{i}-checkpoints" for i in range(2)],
-        timeout=REJOIN_RUN_TIMEOUT,
+        timeout=timeout,
         party_nodes=party_nodes,
         while_running=lambda commands, env: fault(overrides, commands, env),
         extra_env=extra_env,
