@@ -498,11 +498,11 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             f"algorithm={variant.value} has no differential privacy (paper 002 measures label "
             "leakage with leak AUC instead): remove the dp override"
         )
-    if runtime.align_ids and variant not in (*FEDERATED_GANS, Variant.VTGAN, Variant.VDGAN):
+    central = variant in (Variant.WGAN_GP, Variant.CTGAN) or algorithm.is_marginal
+    if runtime.align_ids and central:
         raise ValueError(
-            f"runtime.align_ids aligns the parties' rows for the federated GANs (vflgan, "
-            f"vflgan_base, vertigan, vdgan, vtgan); algorithm={variant.value} needs its party "
-            "files aligned already: remove it"
+            f"runtime.align_ids aligns the parties' rows in a federated run; "
+            f"algorithm={variant.value} trains on one table in one process: remove it"
         )
     scaling = cfg.dataset.get("numeric_scaling", "standard")
     if scaling == "mode" and variant not in (*FEDERATED_GANS, Variant.WGAN_GP):

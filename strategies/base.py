@@ -13,22 +13,22 @@ timeout, the node wait and the party names in errors are written here once.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
+import numpy as np
 from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.runtime import psi
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.faults import pause_point
 from flwr_vflgan.runtime.messages import KeyOffer, KeyOpen, KeySeal
 from flwr_vflgan.runtime.party_data import DataSpec
 
+from .alignment import lead_alignment, relay_alignment
 from .exchange import (
     DEFAULT_POLL_INTERVAL,
     PartyLost,
@@ -332,62 +332,29 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
 
     # -- row alignment by ID ----------------------------------------------------------------
     def align_rows(self, grid: Grid, nodes: Sequence[int]) -> int:
-        """Relay the parties' private set intersection of their IDs
-        (:mod:`flwr_vflgan.runtime.psi`): blinded IDs from all, blinded again across, the
-        leader's match, every party's rows. The server sees blinded points and positions
-        in secretly ordered lists. Returns the exchanges it took (4).
+        """Relay the parties' private set intersection of their IDs, party 0 leading
+        (:func:`~.alignment.relay_alignment`); returns the exchanges it took (4).
 
         Raises
         ------
         RunStopped
             A party refused or sent a malformed answer, or no ID is common to all.
         """
-        salt = os.urandom(16)
-        start = psi.PsiBlind(salt=salt).to_content()
-        replies = self.exchange(grid, [Message(start, n, P.PSI_BLIND) for n in nodes], "psi blind")
-        blinded: dict[int, tuple[int, list[bytes]]] = {}
-        for node, reply in replies.items():
-            answer = self._read(reply, psi.PsiBlind.from_content, node, "blinded IDs")
-            blinded[answer.partition_id] = (node, list(answer.blinded))
-        if sorted(blinded) != list(range(len(nodes))):
-            raise RunStopped(f"blinded IDs came from partitions {sorted(blinded)}")
-        order = [blinded[p][0] for p in range(len(nodes))]
-        lists = [blinded[p][1] for p in range(len(nodes))]
-        cross = [psi.PsiLists(lists[1:]), *[psi.PsiLists([lists[0]]) for _ in order[1:]]]
-        crossed = self.exchange(
-            grid,
-            [Message(c.to_content(), n, P.PSI_CROSS) for c, n in zip(cross, order, strict=True)],
-            "psi cross",
-        )
-        again = [self._read(crossed[n], psi.PsiLists.from_content, n, "lists") for n in order]
-        match = psi.PsiLists([a.lists[0] for a in again[1:]], own=again[0].lists)
-        leader = self.exchange(
-            grid, [Message(match.to_content(), order[0], P.PSI_MATCH)], "psi match"
-        )
-        found = self._read(leader[order[0]], psi.PsiPositions.from_content, order[0], "positions")
-        applies = [
-            Message(psi.PsiPositions([p]).to_content(), n, P.PSI_APPLY)
-            for p, n in zip(found.positions, order[1:], strict=True)
-        ]
-        kept = self.exchange(grid, applies, "psi apply") if applies else {}
-        common = len(found.positions[0]) if found.positions else 0
-        for node, reply in kept.items():
-            if self._read(reply, psi.PsiKept.from_content, node, "row count").kept != common:
-                raise RunStopped(f"{self.party(node)} kept other rows than the {common} common")
-        log.info(
-            "aligned by ID: %d rows common to all (the parties held %s)",
-            common,
-            ", ".join(str(len(x)) for x in lists),
-        )
-        return 4
+        return relay_alignment(self, grid, nodes)
 
-    def _read(
-        self, reply: Message, decode: Callable[[RecordDict], Any], node: int, what: str
-    ) -> Any:
-        try:
-            return decode(reply.content)
-        except ProtocolError as exc:
-            raise RunStopped(f"{self.party(node)} sent malformed {what}: {exc}") from exc
+    def align_to_ids(
+        self, grid: Grid, nodes: Sequence[int], ids: Sequence[object]
+    ) -> tuple[int, np.ndarray]:
+        """The private set intersection with the parties, led by the server, which holds
+        ``ids`` (:func:`~.alignment.lead_alignment`): the exchanges it took (3) and the
+        server's rows of the common IDs in its own order.
+
+        Raises
+        ------
+        RunStopped
+            A party refused or sent a malformed answer, or no ID is common to all.
+        """
+        return lead_alignment(self, grid, nodes, ids)
 
     # -- the parties' shared seed -----------------------------------------------------------
     def agree_shared_seed(self, grid: Grid, nodes: Sequence[int]) -> int:

@@ -192,20 +192,15 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
                 "split classification has no shared seed to agree on: "
                 "runtime.key_agreement applies to the GAN families"
             )
-        if common.get("align_ids"):
-            raise ValueError(
-                "split classification aligns rows against the label party's IDs, which a "
-                "private set intersection among the non-label parties leaves out: give every "
-                "party the label party's rows in its order (runtime.align_ids applies to the "
-                "GAN families)"
-            )
         super().__init__(**common, min_parties=1)
         self.method = Method(method)
         self.settings = settings
         self.labels, self.positive = binary_labels(np.asarray(labels), settings.positive_label)
         if len(label_ids) != len(self.labels):
             raise ValueError(f"{len(label_ids)} label IDs for {len(self.labels)} labels")
-        self.label_digest = id_digest(pd.Series(label_ids).reset_index(drop=True))
+        self.label_ids = pd.Series(label_ids).reset_index(drop=True)
+        self.label_digest = id_digest(self.label_ids)
+        self._every_label = self.labels
         self.label = label
         self.exchanges = 0
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -221,8 +216,15 @@ class GAFMStrategy(VerticalStrategy["_GAFMRun", GAFMResult]):
     # -- the run (VerticalStrategy.start's steps) -------------------------------------------
     def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _GAFMRun:
         """The link to the non-label parties (each repetition has its own setup) and the
-        repetitions the last checkpoint holds."""
+        repetitions the last checkpoint holds. With ``align_ids`` the label party first
+        leads a private set intersection of its IDs with the parties' and keeps the labels
+        of the people every party holds, in its own order."""
         run = _GAFMRun(_FlowerLink(self, grid, nodes), started)
+        if self.align_ids:
+            taken, rows = self.align_to_ids(grid, nodes, self.label_ids.tolist())
+            self.exchanges += taken
+            self.labels = self._every_label[rows]
+            self.label_digest = id_digest(self.label_ids.iloc[rows].reset_index(drop=True))
         found = load_server_state(self.checkpoint_dir, self._run_config(), key_agreement=False)
         if found is not None:
             run.results = [RepetitionResult(**r) for r in found[1]["repetitions"]]

@@ -140,6 +140,46 @@ def test_alignment_needs_party_files_and_the_vflgan_family(tmp_path: Path, adult
     strategy = VFLGANStrategy(CONFIG, n_parties=2, data_spec=spec, align_ids=True)
     with pytest.raises(RunStopped, match=r"runtime\.align_ids aligns the parties' own files"):
         strategy.start(grid)
-    config = compose_run_config("algorithm=gafm runtime.align_ids=true")
-    with pytest.raises(ValueError, match=r"runtime\.align_ids aligns the parties' rows for"):
-        to_run_spec(config, tmp_path / "gafm")
+    config = compose_run_config("algorithm=wgan_gp runtime.align_ids=true")
+    with pytest.raises(ValueError, match=r"algorithm=wgan_gp trains on one table in one process"):
+        to_run_spec(config, tmp_path / "wgan_gp")
+
+
+def test_split_classification_aligns_to_the_label_partys_ids(tmp_path: Path, adult_small: Path):
+    """GAFM's label party (the server) holds IDs of its own and leads the intersection:
+    it keeps the labels of the people every party holds, in its own order, and the
+    repetition's results equal those of files that hold exactly those people."""
+    from flwr_vflgan.gafm.config import GAFMSettings, Method
+    from flwr_vflgan.gafm.data import labels_file
+    from flwr_vflgan.strategies.gafm import GAFMStrategy
+
+    spec = DataSpec(source=str(adult_small), n_parties=2, label="income")
+    rng = np.random.default_rng(9)
+    label_rows = rng.permutation(np.arange(0, 600))  # the label party: rows 0-599, shuffled
+    keep = [rng.permutation(np.arange(50, 640)), np.arange(0, 560)]
+
+    def run(out: Path, parties: list[np.ndarray], labelled: np.ndarray, align: bool):
+        result = export_parties(spec, ExportConfig(out_dir=str(out)), label_party=True)
+        for path, rows in zip(result.data_files, parties, strict=True):
+            pd.read_csv(path).iloc[rows].to_csv(path, index=False)
+        assert result.labels_file is not None
+        labels, ids, label = labels_file(result.labels_file)
+        nodes = [{"partition-id": i, "data-path": str(f)} for i, f in enumerate(result.data_files)]
+        strategy = GAFMStrategy(
+            Method.GAFM,
+            GAFMSettings(epochs=1, batch_size=128, repetitions=1, eval_every=0),
+            n_parties=2,
+            seed=4,
+            labels=labels.iloc[labelled].reset_index(drop=True),
+            label_ids=ids.iloc[labelled].reset_index(drop=True),
+            label=label,
+            align_ids=align,
+        )
+        return strategy.start(InProcessGrid(make_client_app(), nodes))
+
+    aligned = run(tmp_path / "mixed", keep, label_rows, align=True)
+    common = label_rows[(label_rows >= 50) & (label_rows < 560)]  # the label party's order
+    assert aligned.n_rows == len(common) == 510
+    pre = run(tmp_path / "common", [common, common], common, align=False)
+    assert aligned.repetitions[0].test_auc == pre.repetitions[0].test_auc
+    assert aligned.repetitions[0].leak_auc_per_party == pre.repetitions[0].leak_auc_per_party
