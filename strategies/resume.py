@@ -4,12 +4,11 @@ back. Shared by the families that write checkpoints (VFLGAN's and VT-GAN)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint
+from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint, refuse_other_config
 
 from .exchange import RunStopped
 
@@ -52,11 +51,7 @@ def load_server_state(
     if found is None:
         return None
     arrays, meta = found
-    if json.loads(meta["config"]) != json.loads(server_config):
-        raise ValueError(
-            f"the checkpoint in {checkpoint_dir} was written for a different configuration; "
-            "use a new run directory to start afresh"
-        )
+    refuse_other_config(checkpoint_dir, meta["config"], server_config)
     if key_agreement:
         raise RunStopped(AGREED_SEED_ON_RESUME)
     return arrays, meta

@@ -47,6 +47,44 @@ def _read_meta(data: Mapping[str, np.ndarray], path: Path) -> dict:
     return meta
 
 
+def config_differences(saved: object, current: object, at: str = "") -> list[str]:
+    """Where two configurations (parsed JSON) differ, one entry per leaf:
+    ``train.batch_size: 56 in the checkpoint, 64 now``."""
+    if isinstance(saved, dict) and isinstance(current, dict):
+        out = []
+        for key in sorted(set(saved) | set(current), key=str):
+            path = f"{at}.{key}" if at else str(key)
+            if key not in saved:
+                out.append(f"{path}: absent in the checkpoint, {current[key]!r} now")
+            elif key not in current:
+                out.append(f"{path}: {saved[key]!r} in the checkpoint, absent now")
+            else:
+                out.extend(config_differences(saved[key], current[key], path))
+        return out
+    if saved != current:
+        return [f"{at or 'the configuration'}: {saved!r} in the checkpoint, {current!r} now"]
+    return []
+
+
+def refuse_other_config(where: Path, saved_json: str, current_json: str) -> None:
+    """Raise unless a checkpoint's configuration is this run's.
+
+    Raises
+    ------
+    ValueError
+        Naming every key that differs (the first five) and what to do.
+    """
+    differences = config_differences(json.loads(saved_json), json.loads(current_json))
+    if differences:
+        shown = "; ".join(differences[:5])
+        more = f" (and {len(differences) - 5} more)" if len(differences) > 5 else ""
+        raise ValueError(
+            f"the checkpoint in {where} was written for a different configuration: "
+            f"{shown}{more}; rerun with the checkpoint's settings to resume, or use a new run "
+            "directory to start afresh"
+        )
+
+
 def _prune(directory: Path, prefix: str) -> None:
     files = sorted(directory.glob(f"{prefix}-*.npz"), key=lambda p: int(p.stem.split("-")[-1]))
     for old in files[:-_KEEP]:
@@ -85,8 +123,7 @@ def load_party_checkpoint(
     with np.load(path, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
     meta = _read_meta(arrays, path)
-    if json.loads(meta["config"]) != json.loads(config_json):
-        raise ValueError(f"{path} was written under a different algorithm configuration")
+    refuse_other_config(path, meta["config"], config_json)
     arrays.pop("__meta__")
     return arrays, [int(s) for s in meta["optimizer_steps"]]
 

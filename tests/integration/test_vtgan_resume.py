@@ -119,7 +119,11 @@ def test_a_vtgan_checkpoint_of_another_configuration_is_refused(
 ) -> None:
     with pytest.raises(Interrupt):
         _run(adult_small, _config(), progress=stop_in_epoch(1), **_checkpoints(tmp_path))
-    with pytest.raises(ValueError, match="written for a different configuration"):
+    with pytest.raises(
+        ValueError,
+        match=r"written for a different configuration: train\.batch_size: 56 in the checkpoint, "
+        r"64 now",
+    ):
         _run(adult_small, _config(batch=64), **_checkpoints(tmp_path))
 
 

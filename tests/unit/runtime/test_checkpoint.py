@@ -46,9 +46,25 @@ def test_party_config_is_compared_as_json_not_as_text(tmp_path):
     load_party_checkpoint(tmp_path, 1, reordered)  # same configuration
     other = json.dumps({"variant": "vflgan", "train": {"batch_size": 16}})
     with pytest.raises(
-        ValueError, match=r"step-1\.npz was written under a different algorithm configuration"
+        ValueError,
+        match=r"step-1\.npz was written for a different configuration: train\.batch_size: 8 in "
+        r"the checkpoint, 16 now; rerun with the checkpoint's settings",
     ):
         load_party_checkpoint(tmp_path, 1, other)
+
+
+def test_config_differences_name_every_leaf_that_differs():
+    from flwr_vflgan.runtime.checkpoint import config_differences
+
+    saved = {"seed": 1, "train": {"lr": 0.1, "epochs": 3}, "dp": None, "gone": 1}
+    now = {"seed": 1, "train": {"lr": 0.2, "epochs": 3}, "dp": {"mechanism": "dpsgd"}, "new": 2}
+    assert config_differences(saved, now) == [
+        "dp: None in the checkpoint, {'mechanism': 'dpsgd'} now",
+        "gone: 1 in the checkpoint, absent now",
+        "new: absent in the checkpoint, 2 now",
+        "train.lr: 0.1 in the checkpoint, 0.2 now",
+    ]
+    assert config_differences(saved, saved) == []
 
 
 def test_missing_party_step_names_what_was_found(tmp_path):
