@@ -103,6 +103,8 @@ class VDGANPartyClient:
         critic = self._critic(context, meta, data)
         if setup.resume_step != P.NO_STEP:
             _resume(critic, meta, setup.resume_step)
+        elif isinstance(critic, VDGANClient):
+            critic.warm_up()  # train.warmup_epochs; the checkpoint holds it when resuming
         _save(context, critic, meta)
         spans = data.encoder.spans
         return VDSetupReply(

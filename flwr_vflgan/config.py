@@ -141,7 +141,17 @@ class VFLGANConfig:
                     f"dp=pate is VDGAN-PATE's mechanism (algorithm=vdgan); "
                     f"algorithm={self.variant.value} has no teachers to vote"
                 )
+            if self.train.warmup_epochs:
+                raise ValueError(
+                    f"train.warmup_epochs is VDGAN's client warm-up (algorithm=vdgan); "
+                    f"algorithm={self.variant.value} has none: remove it"
+                )
             return
+        if self.train.warmup_epochs and self.dp.enabled:
+            raise ValueError(
+                "train.warmup_epochs trains the critics on the clients' rows outside the "
+                "privacy account: with dp enabled, remove it"
+            )
         if self.dp.enabled and self.dp.mechanism not in (Mechanism.DPSGD, Mechanism.PATE):
             raise ValueError(
                 f"algorithm=vdgan trains its critics with dp=dpsgd (VDGAN-DPSGD) or dp=pate "

@@ -163,6 +163,10 @@ class TrainConfig:
         each party applies them in order (stale upstream gradients, as in FedBCD and
         CELU-VFL). 1 is Algorithm 1 exactly. An exchange never crosses an epoch's end,
         so evaluations and checkpoints fall on exchange boundaries.
+    warmup_epochs
+        VDGAN only (paper 004, Section 4.3.2): epochs each client first trains its critic
+        with a local generator of its own columns by WGAN-GP, before the co-training (0:
+        none, the default).
     """
 
     epochs: int = 75
@@ -179,6 +183,7 @@ class TrainConfig:
     eval_every: int = 1
     eval_rows: int | None = None
     steps_per_exchange: int = 1
+    warmup_epochs: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
@@ -198,6 +203,10 @@ class TrainConfig:
             raise ValueError(f"eval_rows must be an integer > 1 or null, got {self.eval_rows!r}")
         if not is_int(self.eval_every) or self.eval_every < 0:
             raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
+        if not is_int(self.warmup_epochs) or self.warmup_epochs < 0:
+            raise ValueError(
+                f"warmup_epochs must be a non-negative integer, got {self.warmup_epochs!r}"
+            )
         if self.generator_average is not None:
             _check_positive("generator_average", self.generator_average)
         _check_positive("lr", self.lr)

@@ -68,6 +68,7 @@ from flwr_vflgan.runtime.rng import (
 )
 
 from .config import GANSettings, TrainConfig
+from .schedule import Schedule, StepKind
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,7 @@ class VDGANClient:
         self.config = config
         self.data = data
         self.shared_seed = shared_seed
+        self.spans, self.party = tuple(spans), party
         with seeded_init(derive_seed(shared_seed, Stream.INIT, 0, party + 1)):
             self.critic = make_local_discriminator(model, width, local_head=True)
         self.opt = torch.optim.Adam(
@@ -274,6 +276,39 @@ class VDGANClient:
         (grad,) = torch.autograd.grad(generator_loss(self.critic(leaf)), leaf)
         self.critic.zero_grad(set_to_none=True)
         return grad
+
+    def warm_up(self) -> int:
+        """The optional warm-up (paper 004, Section 4.3.2, Figure 4.3), before the
+        co-training: ``D_k`` trains for ``train.warmup_epochs`` epochs by WGAN-GP
+        (Algorithm 2) against a local generator of the client's own columns, on the
+        client's rows; the generator is then dropped, ``D_k`` and its Adam go on. Nothing
+        crosses the wire. Its draws come from the clients' shared seed's warm-up stream
+        and the client's index. Returns the critic steps it took (0 without warm-up)."""
+        model, train = self.config.model, self.config.train
+        if not train.warmup_epochs:
+            return 0
+        seed = derive_seed(self.shared_seed, Stream.WARMUP, 0, self.party + 1)
+        with seeded_init(seed):
+            generator = make_generator(model, self.spans)
+        g_opt = torch.optim.Adam(generator.parameters(), lr=train.lr, betas=train.betas)
+        n, batch = self.data.shape[0], train.batch_size
+        schedule = Schedule(n, batch, train.n_critic, train.warmup_epochs)
+        for step in range(schedule.total_steps):
+            z = latent_noise(seed, step, batch, model.latent_dim)
+            fake = generator(z, torch_generator(seed, Stream.GUMBEL, step))
+            if schedule.kind(step) is StepKind.GENERATOR:
+                g_opt.zero_grad(set_to_none=True)
+                generator_loss(self.critic(fake)).backward()
+                g_opt.step()
+                continue
+            real = self.data[discriminator_batch(seed, step, n, batch)]
+            alpha = uniform_alpha(seed, Stream.LOCAL_ALPHA, step, batch)
+            loss = critic_loss(self.critic, real, fake.detach(), alpha, train.gp_weight)[0]
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+        self.critic.zero_grad(set_to_none=True)
+        return schedule.d_steps_before(schedule.total_steps)
 
 
 class PateClient:
@@ -359,6 +394,9 @@ class LocalVDGAN:
             raise ValueError(f"the server expects {len(server.widths)} clients, got {len(clients)}")
         self.server = server
         self.clients = list(clients)
+        for client in self.clients:
+            if isinstance(client, VDGANClient):
+                client.warm_up()  # before the co-training (nothing with train.warmup_epochs=0)
 
     def iteration(self, iteration: int) -> None:
         """Algorithm 3 once: synthesize, every client's critic steps and gradient, update."""

@@ -54,6 +54,8 @@ class Stream(IntEnum):
     """Max Norm's and Marvell's perturbation of the cut gradients (label party)."""
     ATTACK = 18
     """Choices of the simulated label-stealing attacker (cosine hints)."""
+    WARMUP = 19
+    """VDGAN's client warm-up: its local generator, batches and penalty weights."""
 
 
 _MASK64 = (1 << 64) - 1
