@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, fields
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from flwr.app import ConfigRecord, Context
 
 from flwr_vflgan.runtime.blocks import StepBlock
+from flwr_vflgan.runtime.checkpoint import load_party_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.flat import FlatState
 
@@ -80,3 +82,23 @@ def load_flat(
     if not isinstance(buffer, bytes):
         raise ProtocolError(f"{who} state lacks its flat float32 buffer")
     state.load(np.frombuffer(buffer, dtype=np.float32), optimizer_steps)
+
+
+def restore_checkpoint(
+    directory: str, step: int, config_json: str, state: FlatState, needs: tuple[str, ...]
+) -> dict[str, np.ndarray]:
+    """Load a holder's checkpoint of ``step`` into ``state`` (its flat buffer and
+    optimizer counters) and return its other arrays, which must include ``needs``.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        No checkpoint for that step, one written under another configuration, or one
+        that lacks an array it needs.
+    """
+    arrays, opt_steps = load_party_checkpoint(Path(directory), step, config_json)
+    for key in ("flat", *needs):
+        if key not in arrays:
+            raise ValueError(f"the checkpoint of step {step} lacks {key!r}")
+    state.load(arrays["flat"], opt_steps)
+    return arrays

@@ -23,7 +23,7 @@ from flwr_vflgan.gan.vdgan import PateClient, VDGANClient, VDSchedule
 from flwr_vflgan.privacy import BudgetExceededError, Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.privacy.pate import PatePlan
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
+from flwr_vflgan.runtime.checkpoint import save_party_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import GenerateReply, SetupInstruction
 from flwr_vflgan.runtime.party_data import PartyData, party_block
@@ -38,7 +38,7 @@ from .common import (
     node_shared_seed,
     party_checkpoint_dir,
 )
-from .state import BlockState, load_flat, save_flat
+from .state import BlockState, load_flat, restore_checkpoint, save_flat
 
 
 @dataclass
@@ -191,10 +191,9 @@ def _resume(critic: VDGANClient | PateClient, meta: VDPartyMeta, iteration: int)
     FileNotFoundError, ValueError
         No checkpoint for that iteration, or one written under another configuration.
     """
-    arrays, opt_steps = load_party_checkpoint(Path(meta.checkpoint_dir), iteration, meta.config)
-    if "flat" not in arrays or "counters" not in arrays:
-        raise ValueError(f"the checkpoint of iteration {iteration} lacks its state")
-    critic.state.load(arrays["flat"], opt_steps)
+    arrays = restore_checkpoint(
+        meta.checkpoint_dir, iteration, meta.config, critic.state, ("counters",)
+    )
     meta.next_iteration = iteration
     if meta.privacy is not None:
         meta.privacy["d_steps"] = int(arrays["counters"][0])

@@ -27,7 +27,7 @@ from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.privacy import BudgetExceededError
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.blocks import NO_BLOCK, StepBlock
-from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
+from flwr_vflgan.runtime.checkpoint import save_party_checkpoint
 from flwr_vflgan.runtime.codec import (
     ProtocolError,
     get_tensor,
@@ -65,7 +65,7 @@ from .common import (
     node_shared_seed,
     party_checkpoint_dir,
 )
-from .state import BlockState
+from .state import BlockState, restore_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -476,13 +476,9 @@ def _resume(party: VTGANParty, meta: VTPartyMeta) -> None:
     FileNotFoundError, ValueError
         No checkpoint for that step, or one written under another configuration.
     """
-    arrays, opt_steps = load_party_checkpoint(
-        Path(meta.checkpoint_dir), meta.resume_step, meta.config
+    arrays = restore_checkpoint(
+        meta.checkpoint_dir, meta.resume_step, meta.config, party.state, ("order", "counters")
     )
-    for key in ("flat", "order", "counters"):
-        if key not in arrays:
-            raise ValueError(f"the checkpoint of step {meta.resume_step} lacks {key!r}")
-    party.state.load(arrays["flat"], opt_steps)
     round_index, d_steps = (int(v) for v in arrays["counters"])
     party.set_order(arrays["order"].astype(np.int64), round_index)
     meta.round, meta.d_steps, meta.next_step = round_index, d_steps, meta.resume_step
