@@ -114,8 +114,9 @@ class DatasetConfig:
     """The ``dataset`` group (see :class:`~flwr_vflgan.runtime.party_data.DataSpec`)."""
 
     source: str = "adult"
-    # standard (paper 000), minmax (images) or mode (CTGAN's mode-specific normalisation).
-    numeric_scaling: Literal["standard", "minmax", "mode"] = "standard"
+    # standard (paper 000), minmax (images), mode (CTGAN's mode-specific normalisation) or
+    # quantile (each number through its column's empirical CDF to a standard normal).
+    numeric_scaling: Literal["standard", "minmax", "mode", "quantile"] = "standard"
     data_dir: str | None = None
     # None, not {}: Hydra's struct mode forbids adding keys to an empty mapping, while
     # replacing a null with a whole one ('dataset.declared={zip: categorical}') works.
@@ -505,9 +506,9 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             f"algorithm={variant.value} trains on one table in one process: remove it"
         )
     scaling = cfg.dataset.get("numeric_scaling", "standard")
-    if scaling == "mode" and variant not in (*FEDERATED_GANS, Variant.WGAN_GP):
+    if scaling in ("mode", "quantile") and variant not in (*FEDERATED_GANS, Variant.WGAN_GP):
         raise ValueError(
-            f"dataset.numeric_scaling=mode is the VFLGAN family's option (vflgan, vflgan_base, "
+            f"dataset.numeric_scaling={scaling} is the VFLGAN family's option (vflgan, vflgan_base, "
             f"vertigan, wgan_gp); algorithm={variant.value} encodes its own columns: remove it"
         )
     if not algorithm.is_gafm and int(cfg.partition.n_parties) < 2:

@@ -59,17 +59,17 @@ class Evaluator:
     :class:`~flwr_vflgan.data.encoder.TabularEncoder` encoding the run's numeric scaling
     names for it (``standard`` unless ``minmax``).
 
-    With ``dataset.numeric_scaling=mode`` the parties train in CTGAN's encoding, but the FD
-    (and so the best-epoch choice) is measured as for every other run: each generated block
-    is decoded by the party's encoder and re-encoded with a standardising encoder fitted on
-    the same real rows, so FDs compare across encodings.
+    With ``dataset.numeric_scaling=mode`` (or ``quantile``) the parties train in another
+    encoding, but the FD (and so the best-epoch choice) is measured as for every other run:
+    each generated block is decoded by the party's encoder and re-encoded with a
+    standardising encoder fitted on the same real rows, so FDs compare across encodings.
     """
 
     def __init__(self, blocks: Sequence[PartyData]) -> None:
         self.blocks = list(blocks)
         self.measures = [
             b.encoder
-            if isinstance(b.encoder, TabularEncoder)
+            if isinstance(b.encoder, TabularEncoder) and b.encoder.numeric_scaling != "quantile"
             else TabularEncoder().fit(b.frame, b.schema)
             for b in self.blocks
         ]

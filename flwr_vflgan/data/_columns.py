@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
+from scipy.special import ndtr, ndtri
 
 from flwr_vflgan.data.schema import ColumnKind
 
@@ -20,6 +21,10 @@ DtypeRecord = str | dict[str, Any]
 CategoryValue = str | int | float | bool
 
 _MAX_SHOWN = 5
+MAX_QUANTILES = 1000
+"""Reference quantiles a quantile-scaled column keeps (fewer for fewer present values)."""
+_TAIL = 1e-7
+"""Levels are clipped to [_TAIL, 1 - _TAIL], so encoded values stay within about +-5.2."""
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +74,8 @@ def numeric_values(series: pd.Series, name: str, *, allow_missing: bool = False)
 
 @dataclass(frozen=True)
 class NumericColumn:
-    """An affine scaling ``(x - offset) / scale`` of a complete numeric column."""
+    """An affine scaling ``(x - offset) / scale`` of a numeric column or, with
+    ``quantiles``, its quantile transform to a standard normal."""
 
     name: str
     kind: ColumnKind
@@ -85,6 +91,12 @@ class NumericColumn:
     """The column has missing values: two more slots, a one-hot ``[present, missing]``
     indicator after the value (which is 0 where missing); decoding gives NaN where the
     indicator says missing."""
+    quantiles: tuple[float, ...] = ()
+    """Quantile scaling: the column's quantiles at evenly spaced levels from 0 to 1. A
+    value is encoded as ``Phi^-1(F(x))``, with ``F`` the interpolated empirical CDF (tied
+    values, such as a mass of zeros, take the middle of their levels), and decoded as
+    ``F^-1(Phi(y))``, so point masses and long tails come back as the real column has them
+    (as scikit-learn's ``QuantileTransformer(output_distribution="normal")``)."""
 
     @classmethod
     def from_bounds(
@@ -104,7 +116,9 @@ class NumericColumn:
         return cls(name, kind, dtype, mid, half_range, minimum, maximum, minmax, True, has_missing)
 
     @classmethod
-    def fit(cls, series: pd.Series, kind: ColumnKind, *, minmax: bool) -> NumericColumn:
+    def fit(
+        cls, series: pd.Series, kind: ColumnKind, *, minmax: bool, quantile: bool = False
+    ) -> NumericColumn:
         name = str(series.name)
         values = numeric_values(series, name, allow_missing=True)
         missing = np.isnan(values)
@@ -125,6 +139,7 @@ class NumericColumn:
             maximum=float(present.max()),
             minmax=minmax,
             has_missing=bool(missing.any()),
+            quantiles=fit_quantiles(present) if quantile else (),
         )
 
     @property
@@ -157,11 +172,19 @@ class NumericColumn:
                     self.maximum,
                 )
             values = np.clip(values, self.minimum, self.maximum)
+        if self.quantiles:
+            out[:, 0] = quantile_encode(values, self.quantiles)
+            if self.has_missing:
+                out[missing, 0] = 0.0
+            return
         out[:, 0] = (values - offset) / scale
 
     def decode(self, block: np.ndarray) -> pd.Series:
         offset, scale = self.offset_and_scale
-        values = block[:, 0] * scale + offset
+        if self.quantiles:
+            values = quantile_decode(block[:, 0], self.quantiles)
+        else:
+            values = block[:, 0] * scale + offset
         if self.kind is ColumnKind.INTEGER:
             values = np.rint(values)
         values = np.clip(values, self.minimum, self.maximum)
@@ -176,6 +199,32 @@ class NumericColumn:
         else:
             target = original if ptypes.is_float_dtype(original) else np.dtype(np.float64)
         return pd.Series(values, name=self.name).astype(target)
+
+
+def fit_quantiles(present: np.ndarray) -> tuple[float, ...]:
+    """The reference quantiles of a column's present values (at most
+    :data:`MAX_QUANTILES`, at evenly spaced levels from 0 to 1)."""
+    levels = np.linspace(0.0, 1.0, min(MAX_QUANTILES, present.size))
+    return tuple(float(q) for q in np.quantile(present, levels))
+
+
+def quantile_encode(values: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:
+    """``Phi^-1(F(x))``; a value tied across several reference quantiles gets the middle
+    of their levels (the mean of the left- and right-continuous interpolations)."""
+    q = np.asarray(quantiles)
+    if q.size == 1:
+        return np.zeros_like(values)
+    levels = np.linspace(0.0, 1.0, q.size)
+    up = np.interp(values, q, levels)
+    down = -np.interp(-values, -q[::-1], -levels[::-1])
+    return ndtri(np.clip(0.5 * (up + down), _TAIL, 1.0 - _TAIL))
+
+
+def quantile_decode(encoded: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:
+    """``F^-1(Phi(y))``: the inverse of :func:`quantile_encode` on the reference grid."""
+    q = np.asarray(quantiles)
+    levels = np.linspace(0.0, 1.0, q.size)
+    return np.interp(ndtr(encoded), levels, q) if q.size > 1 else np.full(encoded.shape, q[0])
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,10 @@ produce and its discriminator reads:
 - ``CONTINUOUS`` and ``INTEGER`` columns become one standardised value,
   ``(x - mean) / std`` (identity output activation), or with
   ``numeric_scaling="minmax"`` a value in [-1, 1] from the fitted [min, max] (tanh
-  output activation, used for MNIST pixels).
+  output activation, used for MNIST pixels), or with ``numeric_scaling="quantile"`` its
+  quantile transform to a standard normal, ``Phi^-1(F(x))`` with the column's empirical
+  CDF (identity output activation; point masses and long tails decode as the real column
+  has them).
 
 Decoding takes the arg-max of each one-hot block, and un-scales numerics, rounding
 ``INTEGER`` columns and clipping both to the fitted [min, max].
@@ -46,12 +49,12 @@ logger = logging.getLogger(__name__)
 ActivationKind = Literal["identity", "tanh", "gumbel_softmax", "identity_missing", "tanh_missing"]
 """``*_missing``: a numeric value (identity or tanh) followed by a two-slot
 ``[present, missing]`` one-hot drawn with a Gumbel-softmax."""
-NumericScaling = Literal["standard", "minmax"]
-ENCODER_STATE_VERSION = 2
+NumericScaling = Literal["standard", "minmax", "quantile"]
+ENCODER_STATE_VERSION = 3
 _STATE_KEYS = frozenset(
     {
         "schema_version", "numeric_scaling", "schema", "means", "stds", "mins", "maxes",
-        "categories", "missing_category", "dtypes", "public", "missing_numeric",
+        "categories", "missing_category", "dtypes", "public", "missing_numeric", "quantiles",
     }
 )  # fmt: skip
 
@@ -106,7 +109,9 @@ class TabularEncoder:
         ``"standard"``: ``(x - mean) / std`` with the population standard deviation
         (``ddof=0``; a constant column uses std 1), identity activation. ``"minmax"``:
         the fitted [min, max] mapped linearly onto [-1, 1] (a constant column maps to 0),
-        tanh activation.
+        tanh activation. ``"quantile"``: ``Phi^-1(F(x))`` with ``F`` the column's
+        empirical CDF over at most 1,000 reference quantiles, identity activation; it
+        needs the party's rows, so :meth:`fit_domain` refuses it.
 
     Raises
     ------
@@ -137,7 +142,7 @@ class TabularEncoder:
 
     @property
     def numeric_scaling(self) -> NumericScaling:
-        """How numeric columns are scaled (``"standard"`` or ``"minmax"``)."""
+        """How numeric columns are scaled (``"standard"``, ``"minmax"`` or ``"quantile"``)."""
         return self._numeric_scaling
 
     # -- fitted attributes -------------------------------------------------------------
@@ -210,14 +215,16 @@ class TabularEncoder:
         schema.validate_frame(frame)
         if len(frame) == 0:
             raise ValueError("cannot fit a TabularEncoder on a frame with 0 rows")
-        minmax = self.numeric_scaling == "minmax"
+        minmax, quantile = self.numeric_scaling == "minmax", self.numeric_scaling == "quantile"
         columns: list[FittedColumn] = []
         for spec in schema.columns:
             series = frame[spec.name]
             if spec.kind is ColumnKind.CATEGORICAL:
                 columns.append(CategoricalColumn.fit(series))
             else:
-                columns.append(NumericColumn.fit(series, spec.kind, minmax=minmax))
+                columns.append(
+                    NumericColumn.fit(series, spec.kind, minmax=minmax, quantile=quantile)
+                )
         self._set_columns(schema, tuple(columns))
         self._public = False
         logger.debug("fitted TabularEncoder on %d rows: output_dim=%d", len(frame), self.output_dim)
@@ -237,6 +244,11 @@ class TabularEncoder:
         ValueError
             A column has no entry in ``domain`` or ``frame`` lacks a column.
         """
+        if self.numeric_scaling == "quantile":
+            raise ValueError(
+                "numeric_scaling='quantile' keeps quantiles of the party's rows; it cannot be "
+                "built from a public domain: use numeric_scaling='standard'"
+            )
         schema = domain.schema_for(schema)
         missing = [name for name in schema.names if name not in frame.columns]
         if missing:
@@ -330,8 +342,8 @@ class TabularEncoder:
     # -- persistence -------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Return the fitted state as a JSON-serialisable dict (``schema_version`` 2:
-        version 1 had no ``public``).
+        """Return the fitted state as a JSON-serialisable dict (``schema_version`` 3;
+        version 2 had no ``quantiles``, version 1 no ``public``).
 
         Raises
         ------
@@ -354,6 +366,7 @@ class TabularEncoder:
             "dtypes": {col.name: col.dtype for col in self._columns},
             "public": self._public,
             "missing_numeric": {col.name: col.has_missing for col in numeric},
+            "quantiles": {col.name: list(col.quantiles) for col in numeric if col.quantiles},
         }
 
     @classmethod
@@ -368,6 +381,8 @@ class TabularEncoder:
             If the version is unsupported, keys are missing or unknown, a column has no
             entry, or a statistic is invalid (non-finite, std <= 0, min > max).
         """
+        if isinstance(d, Mapping) and d.get("schema_version") == 2:  # before quantiles
+            d = {**d, "schema_version": ENCODER_STATE_VERSION, "quantiles": {}}
         check_state(d, "encoder state", ENCODER_STATE_VERSION, _STATE_KEYS)
         encoder = cls(d["numeric_scaling"])
         schema = Schema.from_dict(d["schema"])
@@ -463,4 +478,28 @@ def _column_from_state(d: Mapping[str, Any], schema: Schema, name: str) -> Fitte
         minmax=d["numeric_scaling"] == "minmax",
         clip_input=bool(d["public"]),
         has_missing=bool(d["missing_numeric"].get(name, False)),
+        quantiles=_quantiles_from_state(d, name, minimum, maximum),
     )
+
+
+def _quantiles_from_state(
+    d: Mapping[str, Any], name: str, minimum: float, maximum: float
+) -> tuple[float, ...]:
+    """A quantile-scaled column's reference quantiles: finite, non-decreasing, within
+    [min, max]; ``()`` for the other scalings."""
+    if d["numeric_scaling"] != "quantile":
+        return ()
+    values = np.asarray(d["quantiles"].get(name, ()), dtype=np.float64)
+    if (
+        values.ndim != 1
+        or values.size == 0
+        or not np.isfinite(values).all()
+        or (np.diff(values) < 0).any()
+        or values[0] < minimum
+        or values[-1] > maximum
+    ):
+        raise ValueError(
+            f"encoder state for column {name!r} has invalid quantiles: need a non-empty, "
+            f"non-decreasing list of finite values within [min, max]"
+        )
+    return tuple(float(v) for v in values)

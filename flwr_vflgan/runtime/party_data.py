@@ -46,10 +46,14 @@ from flwr_vflgan.data.modes import ModeSpecificEncoder
 logger = logging.getLogger(__name__)
 
 _PARTITIONS = ("even", "explicit", "random", "importance")
-PartyScaling = Literal["standard", "minmax", "mode"]
-SCALINGS: tuple[str, ...] = ("standard", "minmax", "mode")
-"""``dataset.numeric_scaling``: paper 000's standardisation, [-1, 1] for images, or CTGAN's
-mode-specific normalisation (:class:`~flwr_vflgan.data.modes.ModeSpecificEncoder`)."""
+PartyScaling = Literal["standard", "minmax", "mode", "quantile"]
+SCALINGS: tuple[str, ...] = ("standard", "minmax", "mode", "quantile")
+"""``dataset.numeric_scaling``: paper 000's standardisation, [-1, 1] for images, CTGAN's
+mode-specific normalisation (:class:`~flwr_vflgan.data.modes.ModeSpecificEncoder`), or a
+quantile transform to a standard normal."""
+FITTED_ONLY: tuple[str, ...] = ("mode", "quantile")
+"""Scalings that keep more of the party's rows than bounds (mixtures, quantiles): never
+built from a public domain."""
 PartyEncoder = TabularEncoder | ModeSpecificEncoder
 
 
@@ -79,7 +83,10 @@ class DataSpec:
         or ``mode``: CTGAN's mode-specific normalisation, each numeric column a scalar in
         (-1, 1) and a one-hot over the modes of a Gaussian mixture fitted on the party's
         rows (:class:`~flwr_vflgan.data.modes.ModeSpecificEncoder`, seed 0, so every
-        process encodes a party's rows alike). ``mode`` cannot be built from ``domain``.
+        process encodes a party's rows alike), or ``quantile``: ``Phi^-1(F(x))`` with the
+        column's empirical CDF (reference quantiles of the party's rows; point masses and
+        long tails decode as the real column has them). ``mode`` and ``quantile`` cannot
+        be built from ``domain``.
     data_dir
         Where non-bundled datasets are looked up (else ``$FLWR_VFLGAN_DATA_DIR``).
     declared
@@ -130,11 +137,11 @@ class DataSpec:
             raise ValueError(
                 f"unknown numeric_scaling {self.numeric_scaling!r}; valid: {list(SCALINGS)}"
             )
-        if self.numeric_scaling == "mode" and self.domain is not None:
+        if self.numeric_scaling in FITTED_ONLY and self.domain is not None:
             raise ValueError(
-                "numeric_scaling='mode' fits a Gaussian mixture to each party's numeric "
-                "columns, so it cannot be built from public metadata (dataset.domain, which "
-                "dp=end_to_end needs): use dataset.numeric_scaling=standard"
+                f"numeric_scaling={self.numeric_scaling!r} fits each party's numeric columns "
+                "to its rows, so it cannot be built from public metadata (dataset.domain, "
+                "which dp=end_to_end needs): use dataset.numeric_scaling=standard"
             )
         if self.columns is not None:
             object.__setattr__(self, "columns", tuple(tuple(c) for c in self.columns))
@@ -346,7 +353,11 @@ def party_file(
         frame = frame.iloc[index].reset_index(drop=True)
         ids = ids.iloc[index].reset_index(drop=True)
     sidecar = domain_sidecar(path)
-    domain = PublicDomain.load(sidecar) if sidecar.is_file() and numeric_scaling != "mode" else None
+    domain = (
+        PublicDomain.load(sidecar)
+        if sidecar.is_file() and numeric_scaling not in FITTED_ONLY
+        else None
+    )
     return encode_block(frame, dataset.schema, ids, numeric_scaling, domain)
 
 

@@ -256,15 +256,19 @@ def test_runtime_steps_per_exchange_is_checked() -> None:
         to_run_spec(_compose("config", ["runtime.steps_per_exchange=0"]), "out")
 
 
-def test_mode_scaling_is_the_vflgan_familys_and_needs_no_public_domain(tmp_path: Path) -> None:
-    spec = to_run_spec(_compose("config", ["dataset.numeric_scaling=mode"]), tmp_path / "a")
-    assert spec.data.numeric_scaling == "mode"
-    base = _compose("config", ["dataset.numeric_scaling=mode", "algorithm=vflgan_base"])
-    assert to_run_spec(base, tmp_path / "b").data.numeric_scaling == "mode"
+@pytest.mark.parametrize("scaling", ["mode", "quantile"])
+def test_fitted_scalings_are_the_vflgan_familys_and_need_no_public_domain(
+    tmp_path: Path, scaling: str
+) -> None:
+    option = f"dataset.numeric_scaling={scaling}"
+    spec = to_run_spec(_compose("config", [option]), tmp_path / "a")
+    assert spec.data.numeric_scaling == scaling
+    base = _compose("config", [option, "algorithm=vflgan_base"])
+    assert to_run_spec(base, tmp_path / "b").data.numeric_scaling == scaling
     for algorithm in ("vtgan", "ctgan", "gafm"):
-        config = _compose("config", [f"algorithm={algorithm}", "dataset.numeric_scaling=mode"])
+        config = _compose("config", [f"algorithm={algorithm}", option])
         with pytest.raises(ValueError, match=rf"algorithm={algorithm} encodes its own columns"):
             to_run_spec(config, tmp_path / algorithm)
-    config = _compose("config", ["dataset.numeric_scaling=mode", "dp=end_to_end"])
+    config = _compose("config", [option, "dp=end_to_end"])
     with pytest.raises(ValueError, match=r"cannot be built from public metadata"):
         to_run_spec(config, tmp_path / "e2e")

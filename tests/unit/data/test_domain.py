@@ -118,3 +118,9 @@ def test_german_credits_codebook_domain_covers_its_table() -> None:
     # The codebook lists codes this sample never uses (purpose A47, status A95).
     assert "A47" in domain.columns["purpose"].categories
     assert "A95" in domain.columns["personal_status_sex"].categories
+
+
+def test_quantile_scaling_is_never_built_from_a_public_domain() -> None:
+    domain = PublicDomain.from_mapping(DOMAIN)
+    with pytest.raises(ValueError, match=r"'quantile' keeps quantiles of the party's rows"):
+        TabularEncoder("quantile").fit_domain(_frame([20, 30], ["a", "b"]), SCHEMA, domain)

@@ -42,12 +42,17 @@ def test_importance_split_is_checked_and_survives_json() -> None:
             r"unknown partition 'by_name'; valid: \['even', 'explicit', 'random', 'importance'\]",
         ),
         (
-            {"numeric_scaling": "quantile"},
-            r"unknown numeric_scaling 'quantile'; valid: \['standard', 'minmax', 'mode'\]",
+            {"numeric_scaling": "rank"},
+            r"unknown numeric_scaling 'rank'; valid: \['standard', 'minmax', 'mode', 'quantile'\]",
+        ),
+        (
+            {"numeric_scaling": "quantile", "domain": ADULT_DOMAIN},
+            r"numeric_scaling='quantile' fits each party's numeric columns to its rows, so it "
+            r"cannot be built from public metadata",
         ),
         (
             {"numeric_scaling": "mode", "domain": ADULT_DOMAIN},
-            r"numeric_scaling='mode' fits a Gaussian mixture .* cannot be built from public "
+            r"numeric_scaling='mode' fits each party's numeric columns .* cannot be built from public "
             r"metadata \(dataset\.domain, which dp=end_to_end needs\): use "
             r"dataset\.numeric_scaling=standard",
         ),
