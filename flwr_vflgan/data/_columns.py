@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
-from scipy.special import ndtr, ndtri
 
 from flwr_vflgan.data.schema import ColumnKind
 
@@ -211,6 +210,8 @@ def fit_quantiles(present: np.ndarray) -> tuple[float, ...]:
 def quantile_encode(values: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:
     """``Phi^-1(F(x))``; a value tied across several reference quantiles gets the middle
     of their levels (the mean of the left- and right-continuous interpolations)."""
+    from scipy.special import ndtri  # here: a party process loads scipy only for this
+
     q = np.asarray(quantiles)
     if q.size == 1:
         return np.zeros_like(values)
@@ -222,6 +223,8 @@ def quantile_encode(values: np.ndarray, quantiles: tuple[float, ...]) -> np.ndar
 
 def quantile_decode(encoded: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:
     """``F^-1(Phi(y))``: the inverse of :func:`quantile_encode` on the reference grid."""
+    from scipy.special import ndtr
+
     q = np.asarray(quantiles)
     levels = np.linspace(0.0, 1.0, q.size)
     return np.interp(ndtr(encoded), levels, q) if q.size > 1 else np.full(encoded.shape, q[0])
