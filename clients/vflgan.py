@@ -346,7 +346,7 @@ def _layout(trainer: PartyTrainer, schedule: Schedule, block: StepBlock) -> list
 
 def _schedule(config: GANSettings, n_rows: int) -> Schedule:
     train = config.train
-    return Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+    return Schedule.of(n_rows, train)
 
 
 def _privacy_meta(

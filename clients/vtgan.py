@@ -231,9 +231,7 @@ class VTGANClient:
             return None
         data = self._tables.load(meta.data_key)
         train = config.train
-        schedule = Schedule(
-            data.n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps
-        )
+        schedule = Schedule.of(data.n_rows, train)
         plan = plan_vtgan_privacy(
             config.dp,
             count_noise=config.vtgan.dp_count_noise,
@@ -304,9 +302,7 @@ class VTGANClient:
         party, meta = self._vt_restore(context)
         config = meta.algorithm
         train = config.train
-        schedule = Schedule(
-            party.n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps
-        )
+        schedule = Schedule.of(party.n_rows, train)
         instruction = VTStepInstruction.from_content(
             msg.content, train.batch_size, party.layout.chunk_width, party.feature_dim, party.n_rows
         )

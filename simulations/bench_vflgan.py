@@ -74,7 +74,7 @@ def _strategy(spec: Any, steps: int) -> VFLGANStrategy:
         spec.algorithm.train,
         max_steps=steps,
         eval_every=0,
-        epochs=max(1, spec.algorithm.train.epochs),
+        epochs=max(1, spec.algorithm.train.epochs or 1),
     )
     config = replace(spec.algorithm, train=train)
     return VFLGANStrategy(
@@ -91,7 +91,7 @@ def plain_step_ms(spec: Any, warmup: int, steps: int) -> float:
     """Milliseconds per step of the single-process loop (with ``spec``'s DP mechanism)."""
     blocks = all_blocks(spec.data)
     t = spec.algorithm.train
-    schedule = Schedule(blocks[0].n_rows, t.batch_size, t.n_critic, t.epochs, None)
+    schedule = Schedule(blocks[0].n_rows, t.batch_size, t.n_critic, t.epochs or 1, None)
     plan = None
     if spec.algorithm.dp.enabled:
         plan = plan_privacy(
@@ -210,7 +210,7 @@ spec = DataSpec.from_json(sys.argv[1]); config = VFLGANConfig.from_dict(__import
 data = party_block(spec, 0)
 trainer = PartyTrainer(config, data.encoder.spans, data.encoded, 1, 0)
 t = config.train
-schedule = Schedule(data.n_rows, t.batch_size, t.n_critic, t.epochs, None)
+schedule = Schedule(data.n_rows, t.batch_size, t.n_critic, t.epochs or 1, None)
 shape = (t.batch_size, config.model.feature_dim)
 for step in range(50):
     kind = schedule.kind(step)
@@ -315,7 +315,7 @@ def vdgan_iteration_ms(spec: Any, warmup: int, iterations: int) -> float:
 
     def loop_seconds(n: int) -> float:
         train = replace(
-            spec.algorithm.train, max_steps=n, epochs=max(1, spec.algorithm.train.epochs)
+            spec.algorithm.train, max_steps=n, epochs=max(1, spec.algorithm.train.epochs or 1)
         )
         strategy = VDGANStrategy(
             replace(spec.algorithm, train=train),

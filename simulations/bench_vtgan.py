@@ -303,7 +303,7 @@ encoder = ModeSpecificEncoder(max_modes=s.max_modes, weight_threshold=s.mode_wei
                               seed=private % 2**31).fit(data.frame, data.schema)
 encoded = encoder.transform(data.frame, numpy_generator(private, Stream.INIT, 2))
 party = VTGANParty(s, t, encoded, encoder.spans, encoder.discrete_spans, layout, shared, 0)
-schedule = Schedule(party.n_rows, t.batch_size, t.n_critic, t.epochs, None)
+schedule = Schedule(party.n_rows, t.batch_size, t.n_critic, t.epochs or 1, None)
 chunk = torch.randn(t.batch_size, layout.chunk_width, generator=torch.Generator().manual_seed(0))
 grad_fake = torch.full((t.batch_size, party.feature_dim), 1e-3)
 selected = np.random.default_rng(0).choice(party.n_rows, t.batch_size, replace=False)
@@ -337,7 +337,7 @@ def measure(spec: Any, warmup: int, steps: int, sim_steps: int) -> dict[str, Any
     """Every measurement, printing one line each as it completes."""
     server, parties = local_objects(spec)
     t = spec.algorithm.train
-    schedule = Schedule(parties[0].n_rows, t.batch_size, t.n_critic, t.epochs)
+    schedule = Schedule(parties[0].n_rows, t.batch_size, t.n_critic, t.epochs or 1)
     results: dict[str, Any] = {}
     results.update(local_step_ms(server, parties, schedule, warmup, steps))
     print(

@@ -29,7 +29,13 @@ from flwr_vflgan.data.registry import image_shape_of
 from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.gan.plain import CentralizedWGANGP
-from flwr_vflgan.gan.schedule import Evaluations, Schedule, budget_schedule
+from flwr_vflgan.gan.schedule import (
+    Evaluations,
+    Schedule,
+    announce_length,
+    budget_schedule,
+    describe_length,
+)
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
 from flwr_vflgan.nn.models import joint_spans
 from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
@@ -240,7 +246,7 @@ def evaluate_run(
             "dataset": spec.data.source,
             "parties": spec.data.n_parties,
             "seed": spec.seed,
-            "epochs": spec.algorithm.train.epochs,
+            "epochs": describe_length(spec.algorithm.train).removeprefix("epochs="),
             "runtime": spec.runtime.kind,
             **privacy_rows(privacy),
         },
@@ -297,9 +303,8 @@ def train_centralized(
     started = time.monotonic()
     data = torch.cat([b.encoded for b in blocks], dim=1)
     cfg, train = spec.algorithm, spec.algorithm.train
-    schedule = Schedule(
-        data.shape[0], train.batch_size, train.n_critic, train.epochs, train.max_steps
-    )
+    schedule = Schedule.of(data.shape[0], train)
+    announce_length(schedule, train)
     plan, schedule, budget_stop = _centralized_privacy(cfg, blocks, schedule)
     model = CentralizedWGANGP(
         cfg,

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from flwr_vflgan.gan.schedule import describe_length
 from flwr_vflgan.privacy.guarantee import spent_description
 
 from .config import RunSpec
@@ -54,7 +55,7 @@ class Reporter:
         )
         self._print(
             f"flwr-vflgan: {s.algorithm.variant.value} on {s.data.source}, {s.data.n_parties} parties, "
-            f"runtime={s.runtime.kind}, epochs={t.epochs}{steps}, seed={s.seed}{privacy}\n"
+            f"runtime={s.runtime.kind}, {describe_length(t)}{steps}, seed={s.seed}{privacy}\n"
             f"run directory: {s.run_dir}"
         )
 

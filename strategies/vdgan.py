@@ -25,7 +25,7 @@ from flwr.app import Message
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import VFLGANConfig
-from flwr_vflgan.gan.schedule import Evaluations
+from flwr_vflgan.gan.schedule import Evaluations, describe_length
 from flwr_vflgan.gan.vd_messages import VDDecode, VDSetupReply, VDStep, VDStepReply, WireSpan
 from flwr_vflgan.gan.vdgan import VDGANServer, VDSchedule
 from flwr_vflgan.runtime import protocol as P
@@ -104,7 +104,7 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         """One line describing the configured run."""
         t = self.config.train
         return (
-            f"VDGANStrategy({self.n_parties} clients, epochs={t.epochs}, max_steps={t.max_steps}, "
+            f"VDGANStrategy({self.n_parties} clients, {describe_length(t)}, max_steps={t.max_steps}, "
             f"batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, gp={t.gp_weight}, "
             f"checkpoints={'on' if self.checkpoint_dir else 'off'})"
         )

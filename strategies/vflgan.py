@@ -25,7 +25,14 @@ from flwr.serverapp import Grid
 
 from flwr_vflgan.config import Variant, VFLGANConfig
 from flwr_vflgan.gan.exchanges import StepServer, fixed_rows, server_block, step_server, wire_width
-from flwr_vflgan.gan.schedule import Evaluations, Schedule, StepKind, budget_schedule
+from flwr_vflgan.gan.schedule import (
+    Evaluations,
+    Schedule,
+    StepKind,
+    announce_length,
+    budget_schedule,
+    describe_length,
+)
 from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import save_server_checkpoint
@@ -206,7 +213,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         """One paragraph describing the configured run."""
         t = self.config.train
         return (
-            f"VFLGANStrategy({self.config.variant.value}, {self.n_parties} parties, epochs={t.epochs}, "
+            f"VFLGANStrategy({self.config.variant.value}, {self.n_parties} parties, {describe_length(t)}, "
             f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, "
             f"gp={t.gp_weight}, eval_every={t.eval_every}, dp={self.config.dp.mechanism.value}, "
             f"checkpoints={'on' if self.checkpoint_dir else 'off'})"
@@ -343,7 +350,8 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         )
         order, n_rows, allowed = self.aggregate_setup(replies)
         train = self.config.train
-        schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+        schedule = Schedule.of(n_rows, train)
+        announce_length(schedule, train)
         server_plan = self._server_privacy(schedule, allowed)
         schedule, budget_stop = budget_schedule(schedule, allowed)
         server = step_server(self.config, self.n_parties, self.seed, server_plan)

@@ -26,7 +26,7 @@ from flwr.app import Message
 from flwr.serverapp import Grid
 
 from flwr_vflgan.config import VFLGANConfig
-from flwr_vflgan.gan.schedule import Schedule, StepKind
+from flwr_vflgan.gan.schedule import Schedule, StepKind, announce_length, describe_length
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.blocks import NO_BLOCK, StepBlock
 from flwr_vflgan.runtime.checkpoint import save_server_checkpoint
@@ -171,7 +171,7 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         """One paragraph describing the configured run."""
         t, v = self.config.train, self.config.vtgan
         return (
-            f"VTGANStrategy({self.n_parties} clients, {v.partition_name}, epochs={t.epochs}, "
+            f"VTGANStrategy({self.n_parties} clients, {v.partition_name}, {describe_length(t)}, "
             f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, "
             f"shuffle={v.shuffle}, dp={self.config.dp.mechanism.value}, "
             f"checkpoints={'on' if self.checkpoint_dir else 'off'})"
@@ -315,7 +315,8 @@ class VTGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             self.exchange(grid, self.configure_setup(nodes, resume_step), "setup")
         )
         train = self.config.train
-        schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+        schedule = Schedule.of(n_rows, train)
+        announce_length(schedule, train)
         privacy = self._plan_privacy(n_rows, schedule)
         server = VTGANServer(self.config.vtgan, train, shapes, self.seed, privacy, self.noise_seed)
         self._build(grid, order, server)

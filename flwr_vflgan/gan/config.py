@@ -120,10 +120,17 @@ class TrainConfig:
     Parameters
     ----------
     epochs
-        ``T_max``. One epoch is ``n_rows // batch_size`` discriminator steps.
+        ``T_max``. One epoch is ``n_rows // batch_size`` discriminator steps. ``None``:
+        automatic, the fewest whole epochs with at least ``min_steps`` steps.
     max_steps
         Optional cap on the total number of training steps (discriminator plus
         generator steps, i.e. exchanges); ``None`` means no cap.
+    min_steps
+        The length of an automatic run (``epochs=None``) in the same steps, rounded up to
+        whole epochs; ignored when ``epochs`` is a number. The command line's VFLGAN,
+        VFLGAN-base and WGAN-GP jobs are automatic, so that a small table gets as many
+        steps as Adult's 30 epochs rather than a few thousand (docs/evaluation.md, "Job
+        length across table sizes"); ``max_steps`` still caps.
     batch_size
         ``B``. Each discriminator step draws a fixed-size batch without replacement,
         the same rows at every party (a pseudorandom generator they share).
@@ -169,8 +176,9 @@ class TrainConfig:
         none, the default).
     """
 
-    epochs: int = 75
+    epochs: int | None = 75
     max_steps: int | None = None
+    min_steps: int | None = None
     batch_size: int = 64
     n_critic: int = 5
     lr: float = 5e-4
@@ -187,18 +195,24 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
+        if self.epochs is None and self.min_steps is None:
+            raise ValueError(
+                "train.epochs=null (an automatic length) needs train.min_steps; set one of them"
+            )
         for name in ("epochs", "batch_size", "n_critic", "steps_per_exchange"):
             value = getattr(self, name)
+            if name == "epochs" and value is None:
+                continue
             if not is_int(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.batch_size < 2:
             raise ValueError(
                 f"batch_size must be >= 2 (the generator's BatchNorm needs two rows), got {self.batch_size}"
             )
-        if self.max_steps is not None and (not is_int(self.max_steps) or self.max_steps <= 0):
-            raise ValueError(
-                f"max_steps must be a positive integer or null, got {self.max_steps!r}"
-            )
+        for name in ("max_steps", "min_steps"):
+            value = getattr(self, name)
+            if value is not None and (not is_int(value) or value <= 0):
+                raise ValueError(f"{name} must be a positive integer or null, got {value!r}")
         if self.eval_rows is not None and (not is_int(self.eval_rows) or self.eval_rows <= 1):
             raise ValueError(f"eval_rows must be an integer > 1 or null, got {self.eval_rows!r}")
         if not is_int(self.eval_every) or self.eval_every < 0:

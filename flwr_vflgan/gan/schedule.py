@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,51 @@ class StepKind(StrEnum):
 
     DISCRIMINATOR = "d"
     GENERATOR = "g"
+
+
+class JobLength(Protocol):
+    """What a schedule reads of a run's training settings (``TrainConfig``)."""
+
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def n_critic(self) -> int: ...
+    @property
+    def epochs(self) -> int | None: ...
+    @property
+    def max_steps(self) -> int | None: ...
+    @property
+    def min_steps(self) -> int | None: ...
+
+
+def epochs_for(train: JobLength, steps_per_epoch: int) -> int:
+    """``train.epochs``; when it is ``None`` (automatic), the fewest whole epochs of
+    ``steps_per_epoch`` steps that reach ``train.min_steps``."""
+    if train.epochs is not None:
+        return train.epochs
+    if train.min_steps is None:
+        raise ValueError("train.epochs=null (automatic) needs train.min_steps")
+    return -(-train.min_steps // steps_per_epoch)
+
+
+def describe_length(train: JobLength) -> str:
+    """``epochs=30``, or ``epochs=auto (min_steps=27000)`` for an automatic length."""
+    if train.epochs is None:
+        return f"epochs=auto (min_steps={train.min_steps})"
+    return f"epochs={train.epochs}"
+
+
+def announce_length(schedule: Schedule, train: JobLength) -> None:
+    """Say once, on the server's side, how many epochs an automatic length came to."""
+    if train.epochs is None:
+        log.info(
+            "%d rows give %d steps an epoch: training %d epochs, the fewest that reach "
+            "train.min_steps=%d (train.epochs=N trains exactly N)",
+            schedule.n_rows,
+            schedule.steps_per_epoch,
+            schedule.epochs,
+            train.min_steps,
+        )
 
 
 @dataclass(frozen=True)
@@ -51,6 +97,14 @@ class Schedule:
                 f"batch_size {self.batch_size}), fewer than n_critic={self.n_critic}: lower "
                 "train.batch_size or train.n_critic"
             )
+
+    @classmethod
+    def of(cls, n_rows: int, train: JobLength) -> Schedule:
+        """The schedule of ``n_rows`` training rows under ``train``: its batch size,
+        ``n_critic``, ``max_steps`` and ``epochs`` (automatic ones resolved by
+        :func:`epochs_for`)."""
+        base = cls(n_rows, train.batch_size, train.n_critic, 1, train.max_steps)
+        return replace(base, epochs=epochs_for(train, base.steps_per_epoch))
 
     @property
     def d_steps_per_epoch(self) -> int:

@@ -68,14 +68,15 @@ from flwr_vflgan.runtime.rng import (
 )
 
 from .config import GANSettings, TrainConfig
-from .schedule import Schedule, StepKind
+from .schedule import Schedule, StepKind, epochs_for
 
 
 @dataclass(frozen=True)
 class VDSchedule:
     """Iterations of a VDGAN run: an epoch is as many iterations as VFLGAN's epoch has
     generator steps (``(n // batch) // n_critic``), each reading ``n_critic`` real
-    batches; ``train.max_steps`` caps the iterations."""
+    batches; ``train.max_steps`` caps the iterations, and an automatic length
+    (``train.epochs=null``) counts ``train.min_steps`` in iterations."""
 
     per_epoch: int
     total: int
@@ -96,7 +97,7 @@ class VDSchedule:
                 f"{train.batch_size} x n_critic {train.n_critic} rows each): lower "
                 "train.batch_size or train.n_critic"
             )
-        total = per_epoch * train.epochs
+        total = per_epoch * epochs_for(train, per_epoch)
         if train.max_steps is not None:
             total = min(total, train.max_steps)
         return cls(per_epoch, total)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from flwr_vflgan.data.modes import ModeSpecificEncoder
 from flwr_vflgan.data.schema import Schema
-from flwr_vflgan.gan.schedule import Schedule
+from flwr_vflgan.gan.schedule import Schedule, announce_length
 from flwr_vflgan.runtime.rng import Stream, derive_seed, numpy_generator
 
 from .config import VTGANRunSettings
@@ -60,7 +60,8 @@ def train_ctgan(
         cond_dim=sum(s.width for s in encoder.discrete_spans),
     )
     n_rows = int(encoded.shape[0])
-    schedule = Schedule(n_rows, train.batch_size, train.n_critic, train.epochs, train.max_steps)
+    schedule = Schedule.of(n_rows, train)
+    announce_length(schedule, train)
     privacy = None
     if config.dp.enabled:
         privacy = plan_vtgan_privacy(

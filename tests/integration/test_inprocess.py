@@ -224,6 +224,17 @@ def test_k_steps_per_exchange_on_the_grid_match_the_local_loop(adult_small: Path
         np.testing.assert_array_equal(saved, parties[index].state.to_numpy())
 
 
+def test_an_automatic_length_is_the_same_on_both_sides(adult_small: Path) -> None:
+    """640 rows at batch 64, n_critic 5: an epoch is 10 + 2 = 12 steps, so train.epochs=null
+    with train.min_steps=30 trains 3 epochs (36 steps); the parties derive the same
+    schedule from the same settings (each refuses a step its schedule does not expect)."""
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    config = VFLGANConfig.from_dict({"train": {"epochs": None, "min_steps": 30, "eval_rows": 200}})
+    result, _, _ = _run(spec, config)
+    assert result.steps == 36
+    assert [h["epoch"] for h in result.history] == [1, 2, 3]
+
+
 def test_quantile_scaling_trains_in_its_encoding_and_measures_fd_in_papers(
     adult_small: Path,
 ) -> None:

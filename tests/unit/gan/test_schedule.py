@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from flwr_vflgan.gan.schedule import Schedule, StepKind
+from flwr_vflgan.gan.config import TrainConfig
+from flwr_vflgan.gan.schedule import Schedule, StepKind, announce_length, describe_length
 
 
 def _kinds(schedule: Schedule, n: int) -> str:
@@ -212,3 +215,39 @@ def test_evaluations_keep_the_lowest_fd_the_earlier_on_a_tie():
     assert evaluations.publishes_best(dp_enabled=False, select_by_fd=False)
     assert not evaluations.publishes_best(dp_enabled=True, select_by_fd=False)
     assert evaluations.publishes_best(dp_enabled=True, select_by_fd=True)
+
+
+def test_an_automatic_length_is_the_fewest_whole_epochs_that_reach_min_steps(caplog):
+    """50 rows, batch 10, n_critic 2: an epoch is 5 + 2 = 7 steps, so min_steps=30 takes
+    ceil(30 / 7) = 5 epochs (35 steps) and min_steps=21 three; a table ten times larger
+    reaches 30 steps in one epoch. A number in train.epochs is exact, and max_steps still
+    caps an automatic length."""
+    auto = TrainConfig(epochs=None, batch_size=10, n_critic=2, min_steps=30)
+    assert (Schedule.of(50, auto).epochs, Schedule.of(50, auto).total_steps) == (5, 35)
+    assert Schedule.of(50, replace(auto, min_steps=21)).epochs == 3
+    assert Schedule.of(500, auto).epochs == 1
+    assert Schedule.of(50, replace(auto, epochs=2)) == Schedule(50, 10, 2, 2)
+    capped = Schedule.of(50, replace(auto, max_steps=25))
+    assert (capped.epochs, capped.total_steps) == (5, 25)
+    assert describe_length(auto) == "epochs=auto (min_steps=30)"
+    assert describe_length(replace(auto, epochs=2)) == "epochs=2"
+    with caplog.at_level("INFO", logger="flwr_vflgan.gan.schedule"):
+        announce_length(Schedule.of(50, auto), auto)
+        announce_length(Schedule(50, 10, 2, 2), replace(auto, epochs=2))
+    assert [r.getMessage() for r in caplog.records] == [
+        "50 rows give 7 steps an epoch: training 5 epochs, the fewest that reach "
+        "train.min_steps=30 (train.epochs=N trains exactly N)"
+    ]
+
+
+def test_an_automatic_length_needs_min_steps():
+    with pytest.raises(ValueError, match=r"train.epochs=null \(an automatic length\) needs"):
+        TrainConfig(epochs=None)
+
+
+@pytest.mark.parametrize("value", [0, -5, 2.5])
+def test_min_steps_must_be_a_positive_integer(value):
+    with pytest.raises(
+        ValueError, match=rf"min_steps must be a positive integer or null, got {value}"
+    ):
+        TrainConfig(min_steps=value)

@@ -123,6 +123,10 @@ def test_the_schedule_counts_iterations_like_vflgans_generator_steps(make_config
     assert not any(schedule.evaluation_due(i, 0) for i in range(6))
     capped = VDSchedule.of(40, make_config("vdgan", n_critic=2, max_steps=3).train)
     assert capped.total == 3 and capped.ends_epoch(2)
+    # An automatic length counts train.min_steps in iterations, in whole epochs: 7 -> 4
+    # epochs of 2.
+    auto = VDSchedule.of(40, make_config("vdgan", n_critic=2, epochs=None, min_steps=7).train)
+    assert auto.total == 8
     with pytest.raises(ValueError, match="has no VDGAN iteration"):
         VDSchedule.of(10, train)
 
