@@ -74,7 +74,7 @@ def _strategy(spec: Any, steps: int) -> VFLGANStrategy:
         spec.algorithm.train,
         max_steps=steps,
         eval_every=0,
-        epochs=max(1, spec.algorithm.train.epochs or 1),
+        epochs=spec.algorithm.train.epochs or 1,
     )
     config = replace(spec.algorithm, train=train)
     return VFLGANStrategy(
@@ -314,9 +314,7 @@ def vdgan_iteration_ms(spec: Any, warmup: int, iterations: int) -> float:
     from flwr_vflgan.strategies import VDGANStrategy
 
     def loop_seconds(n: int) -> float:
-        train = replace(
-            spec.algorithm.train, max_steps=n, epochs=max(1, spec.algorithm.train.epochs or 1)
-        )
+        train = replace(spec.algorithm.train, max_steps=n, epochs=spec.algorithm.train.epochs or 1)
         strategy = VDGANStrategy(
             replace(spec.algorithm, train=train),
             n_parties=spec.data.n_parties,

@@ -20,7 +20,7 @@ from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.marginals.config import MarginalSettings
 from flwr_vflgan.privacy import DPConfig, Mechanism
-from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.runtime.party_data import FITTED_ONLY, DataSpec
 from flwr_vflgan.strategies.exchange import DEFAULT_POLL_INTERVAL
 from flwr_vflgan.vtgan.config import VTGANSettings
 
@@ -506,7 +506,7 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             f"algorithm={variant.value} trains on one table in one process: remove it"
         )
     scaling = cfg.dataset.get("numeric_scaling", "standard")
-    if scaling in ("mode", "quantile") and variant not in (*FEDERATED_GANS, Variant.WGAN_GP):
+    if scaling in FITTED_ONLY and variant not in (*FEDERATED_GANS, Variant.WGAN_GP):
         raise ValueError(
             f"dataset.numeric_scaling={scaling} is the VFLGAN family's option (vflgan, vflgan_base, "
             f"vertigan, wgan_gp); algorithm={variant.value} encodes its own columns: remove it"
