@@ -49,6 +49,7 @@ from flwr_vflgan.runtime.messages import (
 )
 from flwr_vflgan.runtime.party_data import PartyData, party_block
 from flwr_vflgan.runtime.rng import seed_commitment
+from flwr_vflgan.series.training import SeriesParty
 
 from .common import (
     CACHE_SIZE,
@@ -62,6 +63,9 @@ from .common import (
 from .state import BlockState, load_flat, save_flat
 
 log = logging.getLogger(__name__)
+
+Trainer = PartyTrainer | SeriesParty
+"""A party's half of the step protocol: VFLGAN's (and VertiGAN's) or VFLGAN-TS's."""
 
 
 @dataclass
@@ -88,7 +92,7 @@ class VFLGANClient:
 
     def __init__(self) -> None:
         self._tables = PartyTables(party_block)
-        self._trainers: OrderedDict[tuple, PartyTrainer] = OrderedDict()
+        self._trainers: OrderedDict[tuple, Trainer] = OrderedDict()
 
     # -- Flower entry points ---------------------------------------------------------
     def setup(self, msg: Message, context: Context) -> Message:
@@ -159,28 +163,44 @@ class VFLGANClient:
         shared_seed: int,
         partition_id: int,
         privacy: dict | None,
-    ) -> PartyTrainer:
+    ) -> Trainer:
         key = _trainer_key(context, config_json, data_key, shared_seed)
         if key in self._trainers:
             self._trainers.move_to_end(key)
             return self._trainers[key]
         if config is None:
             config = VFLGANConfig.from_dict(json.loads(config_json))
-        trainer = party_trainer(
-            config,
-            data.encoder.spans,
-            data.encoded,
-            shared_seed,
-            partition_id,
-            PrivacyPlan.restore(config.dp, privacy["plan"]) if privacy else None,
-            privacy["noise_seed"] if privacy else None,
-        )
+        plan = PrivacyPlan.restore(config.dp, privacy["plan"]) if privacy else None
+        trainer: Trainer
+        if config.is_series:
+            # VFLGAN-TS: one span per channel, each the series' length.
+            spans = data.encoder.spans
+            trainer = SeriesParty(
+                config,
+                len(spans),
+                spans[0].width,
+                data.encoded,
+                shared_seed,
+                partition_id,
+                plan,
+                privacy["noise_seed"] if privacy else None,
+            )
+        else:
+            trainer = party_trainer(
+                config,
+                data.encoder.spans,
+                data.encoded,
+                shared_seed,
+                partition_id,
+                plan,
+                privacy["noise_seed"] if privacy else None,
+            )
         self._trainers[key] = trainer
         while len(self._trainers) > CACHE_SIZE:
             self._trainers.popitem(last=False)
         return trainer
 
-    def _restore(self, context: Context) -> tuple[PartyTrainer, PartyMeta, PartyData]:
+    def _restore(self, context: Context) -> tuple[Trainer, PartyMeta, PartyData]:
         if P.STATE_META not in context.state or P.STATE_FLAT not in context.state:
             raise ProtocolError("received a step before setup: this party has no state for the run")
         meta = PartyMeta.from_json(str(context.state[P.STATE_META]["json"]))
@@ -254,7 +274,7 @@ class VFLGANClient:
 
     @staticmethod
     def _apply_block(
-        trainer: PartyTrainer, meta: PartyMeta, schedule: Schedule, instruction: StepInstruction
+        trainer: Trainer, meta: PartyMeta, schedule: Schedule, instruction: StepInstruction
     ) -> None:
         """Apply the block's gradients in order, each on a forward recomputed with the
         parameters the previous ones left (the first is exact, later ones stale)."""
@@ -269,7 +289,7 @@ class VFLGANClient:
 
     @staticmethod
     def _forward_block(
-        trainer: PartyTrainer,
+        trainer: Trainer,
         meta: PartyMeta,
         schedule: Schedule,
         block: StepBlock,
@@ -335,7 +355,7 @@ def _domain_file(context: Context) -> str:
     return domain_sidecar(str(path)).name if path else "<party file>.domain.json"
 
 
-def _layout(trainer: PartyTrainer, schedule: Schedule, block: StepBlock) -> list[StepLayout]:
+def _layout(trainer: Trainer, schedule: Schedule, block: StepBlock) -> list[StepLayout]:
     """This party's own layout of a block: its kinds of step and batch sizes."""
     layout = []
     for step in block.steps:
@@ -373,6 +393,11 @@ def _privacy_meta(
         if setup.n_parties < 1:
             raise ProtocolError("dp=end_to_end needs n_parties in the setup message")
         parts = setup.n_parties + 1
+    elif config.is_series:
+        # DPVFLGAN-TS: each attribute discriminator's and the extractor's first layer is
+        # a Gaussian release about the same batch (paper 003, Theorem 1): one joint
+        # account of the party's C_i + 1 releases.
+        parts = len(data.encoder.spans) + 1
     elif config.shares_backbone and config.dp.mechanism is Mechanism.DPSGD:
         # VertiGAN's only models that read real rows are the parties' discriminators,
         # each a release about the same rows: one joint account of the M.
@@ -393,7 +418,7 @@ def _privacy_meta(
     return {"plan": plan.state(), "noise_seed": noise_seed, "d_steps": done}
 
 
-def _spend(trainer: PartyTrainer, privacy: dict, partition_id: int) -> None:
+def _spend(trainer: Trainer, privacy: dict, partition_id: int) -> None:
     """Count one discriminator step against the budget, or refuse it."""
     plan = trainer.privacy
     assert plan is not None  # a party with privacy metadata was built with its plan
@@ -426,7 +451,7 @@ def _trainer_key(context: Context, config_json: str, data_key: str, shared_seed:
 
 def _save_state(
     context: Context,
-    trainer: PartyTrainer,
+    trainer: Trainer,
     meta: PartyMeta,
     snapshots: dict[str, np.ndarray] | None = None,
 ) -> None:

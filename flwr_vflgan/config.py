@@ -19,6 +19,7 @@ from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.gan.config import ModelConfig, TrainConfig
 from flwr_vflgan.marginals.config import MarginalSettings
 from flwr_vflgan.privacy.config import DPConfig, Mechanism
+from flwr_vflgan.series.config import SeriesSettings
 from flwr_vflgan.vtgan.config import VTGANSettings
 
 __all__ = ["ModelConfig", "TrainConfig", "VFLGANConfig", "Variant", "parse_variant"]
@@ -40,6 +41,10 @@ class Variant(StrEnum):
     VDGAN = "vdgan"
     """VDGAN (paper 004, Algorithm 3): a global generator on the server, one critic per
     client; only synthetic columns and their gradients cross."""
+    VFLGAN_TS = "vflgan_ts"
+    """VFLGAN-TS (paper 003): VFLGAN's protocol for multivariate time series split by
+    channel: channel generators on shared noise, attribute discriminators and a feature
+    extractor per party, the shared discriminator on the server."""
     VTGAN = "vtgan"
     """VT-GAN (paper 001): conditional tabular GAN split between server and clients."""
     CTGAN = "ctgan"
@@ -75,6 +80,8 @@ class VFLGANConfig:
     ``marvell`` only)."""
     marginals: MarginalSettings = field(default_factory=MarginalSettings)
     """The marginal baselines' settings (used by ``aim`` and ``mst`` only)."""
+    series: SeriesSettings = field(default_factory=SeriesSettings)
+    """VFLGAN-TS's models, learning rates and loss weights (used by ``vflgan_ts`` only)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.variant, Variant):
@@ -87,6 +94,9 @@ class VFLGANConfig:
             object.__setattr__(self, "gafm", GAFMSettings.from_dict(self.gafm))
         if isinstance(self.marginals, dict):
             object.__setattr__(self, "marginals", MarginalSettings.from_dict(self.marginals))
+        if isinstance(self.series, dict):
+            object.__setattr__(self, "series", SeriesSettings.from_dict(self.series))
+        self._check_series()
         self._check_marginal()
         self._check_vdgan()
         if self.variant is Variant.VERTIGAN and self.dp.mechanism is Mechanism.END_TO_END:
@@ -134,6 +144,15 @@ class VFLGANConfig:
                 "dp.select_by_fd"
             )
 
+    def _check_series(self) -> None:
+        if not self.is_series:
+            return
+        if self.dp.enabled and self.dp.mechanism is not Mechanism.VFLGAN_GAUSSIAN:
+            raise ValueError(
+                f"dp={self.dp.mechanism.value} is not built for vflgan_ts: DPVFLGAN-TS is "
+                "paper 003's first-layer mechanism, dp=vflgan_gaussian"
+            )
+
     def _check_vdgan(self) -> None:
         if not self.is_vdgan:
             if self.dp.mechanism is Mechanism.PATE:
@@ -172,6 +191,11 @@ class VFLGANConfig:
     def is_vdgan(self) -> bool:
         """Whether this is VDGAN (a generator on the server, critics at the clients)."""
         return self.variant is Variant.VDGAN
+
+    @property
+    def is_series(self) -> bool:
+        """Whether this is VFLGAN-TS (multivariate time series)."""
+        return self.variant is Variant.VFLGAN_TS
 
     @property
     def is_marginal(self) -> bool:
@@ -218,6 +242,7 @@ class VFLGANConfig:
         out["vtgan"] = self.vtgan.to_dict()
         out["gafm"] = self.gafm.to_dict()
         out["marginals"] = self.marginals.to_dict()
+        out["series"] = self.series.to_dict()
         return out
 
     @classmethod
@@ -230,11 +255,12 @@ class VFLGANConfig:
         vtgan = VTGANSettings.from_dict(dict(data.pop("vtgan", {}) or {}))
         gafm = GAFMSettings.from_dict(dict(data.pop("gafm", {}) or {}))
         marginals = MarginalSettings.from_dict(dict(data.pop("marginals", {}) or {}))
+        series = SeriesSettings.from_dict(dict(data.pop("series", {}) or {}))
         variant = data.pop("variant", Variant.VFLGAN.value)
         if data:
             raise ValueError(
                 f"unknown VFLGAN config keys {sorted(data)}; valid: "
-                "['dp', 'gafm', 'marginals', 'model', 'train', 'variant', 'vtgan']"
+                "['dp', 'gafm', 'marginals', 'model', 'series', 'train', 'variant', 'vtgan']"
             )
         return cls(
             variant=parse_variant(variant),
@@ -244,6 +270,7 @@ class VFLGANConfig:
             vtgan=vtgan,
             gafm=gafm,
             marginals=marginals,
+            series=series,
         )
 
 

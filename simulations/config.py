@@ -16,11 +16,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig, parse_variant
 from flwr_vflgan.data.domain import PublicDomain, required_domain, resolve_domain
+from flwr_vflgan.data.series import SERIES_DATASETS, is_series_source
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.marginals.config import MarginalSettings
 from flwr_vflgan.privacy import DPConfig, Mechanism
 from flwr_vflgan.runtime.party_data import FITTED_ONLY, DataSpec
+from flwr_vflgan.series.config import SeriesSettings
 from flwr_vflgan.strategies.exchange import DEFAULT_POLL_INTERVAL
 from flwr_vflgan.vtgan.config import VTGANSettings
 
@@ -234,6 +236,10 @@ def base_node() -> dict[str, Any]:
         "vtgan": VTGANSettings().to_dict(),
         "gafm": {**GAFMSettings().to_dict(), "steps_per_exchange": None},
         "marginals": MarginalSettings().to_dict(),
+        "series": {
+            part: {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+            for part, values in SeriesSettings().to_dict().items()
+        },
         # Missing here: each dataset/*.yaml names its table, and dataset=csv must be given
         # one (OmegaConf keeps an existing value when '???' is merged over it).
         "dataset": {**plain(DatasetConfig()), "source": "???"},
@@ -516,10 +522,25 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             f"algorithm={variant.value} splits the columns among parties: partition.n_parties "
             f"must be >= 2, got {cfg.partition.n_parties}"
         )
+    _check_series(algorithm, str(cfg.dataset.source))
     output = OutputConfig(**_section(cfg, "output", OutputConfig))
     data = _data_spec(cfg, algorithm, seed)
     evaluation = to_evaluation_config(cfg)
     return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir), evaluation)
+
+
+def _check_series(algorithm: VFLGANConfig, source: str) -> None:
+    """A series dataset trains with VFLGAN-TS, and VFLGAN-TS only on series."""
+    if algorithm.is_series and not is_series_source(source):
+        raise ValueError(
+            f"algorithm=vflgan_ts trains on multivariate series; dataset {source!r} is a table: "
+            f"choose a series dataset ({', '.join(sorted(SERIES_DATASETS))}), e.g. dataset=sine6"
+        )
+    if is_series_source(source) and not algorithm.is_series:
+        raise ValueError(
+            f"dataset {source!r} holds time series, which only algorithm=vflgan_ts trains; "
+            f"add algorithm=vflgan_ts (got algorithm={algorithm.variant.value})"
+        )
 
 
 def _algorithm(cfg: DictConfig, runtime: RuntimeConfig) -> VFLGANConfig:
@@ -530,7 +551,7 @@ def _algorithm(cfg: DictConfig, runtime: RuntimeConfig) -> VFLGANConfig:
     # Left null, the steps per exchange are the runtime's for the families that carry
     # several: the federated VFLGAN family and VT-GAN (train.*) and split classification
     # (gafm.*). The centralized baselines exchange nothing.
-    federated_gan = variant in (*FEDERATED_GANS, Variant.VTGAN)
+    federated_gan = variant in (*FEDERATED_GANS, Variant.VTGAN, Variant.VFLGAN_TS)
     if train.get("steps_per_exchange") is None:
         train["steps_per_exchange"] = runtime.steps_per_exchange if federated_gan else 1
     if gafm.get("steps_per_exchange") is None:
@@ -543,7 +564,14 @@ def _algorithm(cfg: DictConfig, runtime: RuntimeConfig) -> VFLGANConfig:
         vtgan=VTGANSettings(**_section(cfg, "vtgan", VTGANSettings)),
         gafm=GAFMSettings(**gafm),
         marginals=MarginalSettings(**_section(cfg, "marginals", MarginalSettings)),
+        series=SeriesSettings.from_dict(_series_section(cfg)),
     )
+
+
+def _series_section(cfg: DictConfig) -> dict[str, Any]:
+    raw = OmegaConf.to_container(cfg["series"], resolve=True) if "series" in cfg else {}
+    assert isinstance(raw, dict)
+    return {str(k): v for k, v in raw.items()}
 
 
 def _data_spec(cfg: DictConfig, algorithm: VFLGANConfig, seed: int) -> DataSpec:

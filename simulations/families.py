@@ -3,7 +3,8 @@
 A family is the algorithms that share one protocol (one strategy, one party client, one
 kind of output): the VFLGAN family (VFLGAN, VFLGAN-base, the centralized WGAN-GP and
 VertiGAN, whose summed backbone gradients ride the same forward/apply step), VDGAN (a
-generator on the server, critics at the clients; its rows join paper 000's table), VT-GAN
+generator on the server, critics at the clients; its rows join paper 000's table),
+VFLGAN-TS (series: VFLGAN's strategy and party client with its own models), VT-GAN
 (with its centralized CTGAN baseline), split classification (GAFM and its baselines) and
 the centralized DP marginal baselines (AIM, MST).
 Its entry names, as ``"package.module:attribute"`` strings imported on first use, what it
@@ -134,6 +135,13 @@ FAMILIES: tuple[Family, ...] = (
         run="flwr_vflgan.simulations.pipeline:run_gan",
         bench="flwr_vflgan.simulations.bench_vflgan:measure",
         reproduce="flwr_vflgan.simulations.reproduce_vflgan",
+    ),
+    Family(
+        "series",
+        (Variant.VFLGAN_TS,),
+        run="flwr_vflgan.simulations.series_pipeline:run_series",
+        bench="flwr_vflgan.simulations.bench_series:measure",
+        reproduce="flwr_vflgan.simulations.reproduce_series",
     ),
     Family(
         "gafm",

@@ -135,11 +135,19 @@ class Reporter:
         steps = f"{metrics['steps']} steps, {metrics['exchanges']} exchanges"
         if self.spec.algorithm.is_marginal:
             selected, steps = "", f"{metrics['steps']} marginals selected"
+        unit = "series" if self.spec.algorithm.is_series else "rows"
         self._print(
             f"done in {metrics['wall_seconds']:.0f}s: {steps}; "
             f"{selected}FD of synthetic.csv {fd}\n"
-            f"wrote {self.spec.run_dir / 'synthetic.csv'} ({metrics['synthetic_rows']} rows), metrics.json, config.json"
+            f"wrote {self.spec.run_dir / 'synthetic.csv'} ({metrics['synthetic_rows']} {unit}), metrics.json, config.json"
         )
+        scores = metrics.get("series")
+        if scores:
+            self._print(
+                f"series       discriminative score {scores['discriminative_score']:.3f} (0 best), "
+                f"cross-party amplitude correlation "
+                f"{scores['cross_party_amplitude_correlation']:.3f}; report.md"
+            )
         privacy = metrics.get("privacy")
         if privacy:
             self._print(

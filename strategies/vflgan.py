@@ -49,6 +49,7 @@ from flwr_vflgan.runtime.messages import (
     StepTensors,
 )
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
+from flwr_vflgan.series.training import SeriesServer
 
 from .base import PROGRESS_RECORD, StrategyArgs, VerticalStrategy
 from .exchange import (
@@ -212,10 +213,19 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
     def summary(self) -> str:
         """One paragraph describing the configured run."""
         t = self.config.train
+        if self.config.is_series:
+            rates = self.config.series.train
+            losses = (
+                f"lr g/attr/extr/shared={rates.generator_lr}/{rates.attribute_lr}/"
+                f"{rates.extractor_lr}/{rates.shared_lr}, "
+                f"shared_discriminator={rates.shared_discriminator}"
+            )
+        else:
+            losses = f"lr={t.lr}, gp={t.gp_weight}"
         return (
             f"VFLGANStrategy({self.config.variant.value}, {self.n_parties} parties, {describe_length(t)}, "
-            f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, "
-            f"gp={t.gp_weight}, eval_every={t.eval_every}, dp={self.config.dp.mechanism.value}, "
+            f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, {losses}, "
+            f"eval_every={t.eval_every}, dp={self.config.dp.mechanism.value}, "
             f"checkpoints={'on' if self.checkpoint_dir else 'off'})"
         )
 
@@ -354,7 +364,11 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         announce_length(schedule, train)
         server_plan = self._server_privacy(schedule, allowed)
         schedule, budget_stop = budget_schedule(schedule, allowed)
-        server = step_server(self.config, self.n_parties, self.seed, server_plan)
+        server: StepServer = (
+            SeriesServer(self.config, self.n_parties, self.seed)
+            if self.config.is_series
+            else step_server(self.config, self.n_parties, self.seed, server_plan)
+        )
         run = _Run(
             grid, order, n_rows, schedule, server, server_plan, budget_stop, started, server_config
         )

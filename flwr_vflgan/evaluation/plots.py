@@ -15,7 +15,14 @@ from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data.schema import ColumnKind, Schema
 from flwr_vflgan.metrics.tables import category_strings
 
-__all__ = ["plot_associations", "plot_fd_history", "plot_image_samples", "plot_marginals"]
+__all__ = [
+    "plot_associations",
+    "plot_fd_history",
+    "plot_image_samples",
+    "plot_marginals",
+    "pyplot",
+    "save_figure",
+]
 
 MAX_MARGINAL_COLUMNS = 24
 """Columns shown in ``marginals.png`` (the first ones in table order)."""
@@ -23,7 +30,8 @@ MAX_CATEGORIES = 12
 """Bars per categorical column (the real table's most frequent categories)."""
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot with the non-interactive backend."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -32,12 +40,13 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_figure(fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` atomically and close it."""
     # Written under a temporary name and renamed, so a crash leaves no partial PNG.
     try:
         write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=100, bbox_inches="tight"), ".png")
     finally:
-        _pyplot().close(fig)
+        pyplot().close(fig)
     return path
 
 
@@ -46,7 +55,7 @@ def plot_fd_history(history: Sequence[dict[str, Any]], path: Path) -> Path | Non
     points = [(h["epoch"], h["fd"]) for h in history if h.get("fd") is not None]
     if not points:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     epochs, fds = zip(*points, strict=True)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(epochs, fds, marker="o", markersize=3)
@@ -57,12 +66,12 @@ def plot_fd_history(history: Sequence[dict[str, Any]], path: Path) -> Path | Non
     ax.set_yscale("log" if max(fds) / max(min(fds), 1e-12) > 20 else "linear")
     ax.legend()
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_marginals(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, path: Path) -> Path:
     """One panel per column: overlaid histograms (numbers) or paired bars (categories)."""
-    plt = _pyplot()
+    plt = pyplot()
     columns = schema.names[:MAX_MARGINAL_COLUMNS]
     n_cols = min(4, len(columns))
     n_rows = math.ceil(len(columns) / n_cols)
@@ -78,7 +87,7 @@ def plot_marginals(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, 
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _histograms(ax: Any, real: np.ndarray, synthetic: np.ndarray) -> None:
@@ -109,7 +118,7 @@ def _bars(ax: Any, real: np.ndarray, synthetic: np.ndarray) -> None:
 
 def plot_associations(real: pd.DataFrame, synthetic: pd.DataFrame, path: Path) -> Path:
     """Heatmaps of the real and synthetic association matrices and their difference."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
     panels = (
         (real, "real", -1.0, 1.0, "coolwarm"),
@@ -127,7 +136,7 @@ def plot_associations(real: pd.DataFrame, synthetic: pd.DataFrame, path: Path) -
         ax.set_yticklabels(labels, fontsize=6)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_image_samples(
@@ -136,7 +145,7 @@ def plot_image_samples(
     """Grids of 64 real and 64 synthetic images side by side."""
     from flwr_vflgan.metrics.images import image_grid
 
-    plt = _pyplot()
+    plt = pyplot()
     # Both grids on the real table's pixel scale, so a washed-out generator shows as such.
     value_range = (float(np.min(real)), float(np.max(real)))
     fig, axes = plt.subplots(1, 2, figsize=(10, 5.3))
@@ -146,7 +155,7 @@ def plot_image_samples(
         ax.set_title(title)
         ax.axis("off")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: Path, title: str) -> Path:
@@ -154,7 +163,7 @@ def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: Path, ti
     scores (higher: more likely a member), with each curve's AUC in the legend."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
     for name, (labels, scores) in curves.items():
         fpr, tpr, _ = roc_curve(labels, scores)
@@ -165,4 +174,4 @@ def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: Path, ti
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)

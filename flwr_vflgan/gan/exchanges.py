@@ -38,6 +38,21 @@ from flwr_vflgan.runtime.flat import FlatState
 from .config import GANSettings
 
 
+class StepParty(Protocol):
+    """A party's half of a step: VFLGAN's :class:`~flwr_vflgan.gan.vflgan.PartyTrainer`
+    (VertiGAN's subclass) or VFLGAN-TS's :class:`~flwr_vflgan.series.training.SeriesParty`."""
+
+    def forward(self, step: int, kind: StepKind) -> StepTensors:
+        """The features of step ``step`` (no autograd)."""
+        ...
+
+    def apply(
+        self, step: int, kind: StepKind, grad_real: torch.Tensor | None, grad_fake: torch.Tensor
+    ) -> float:
+        """Update from the server's feature gradients of step ``step``."""
+        ...
+
+
 class StepServer(Protocol):
     """The server's half of a step: VFLGAN's shared discriminator
     (:class:`~flwr_vflgan.gan.vflgan.ServerTrainer`) or VertiGAN's gradient sum
@@ -52,7 +67,12 @@ class StepServer(Protocol):
         self, step: int, real: Sequence[torch.Tensor], fake: Sequence[torch.Tensor]
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], float]: ...
 
-    def generator_step(self, fake: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], float]: ...
+    def generator_step(
+        self, fake: Sequence[torch.Tensor], step: int = 0
+    ) -> tuple[list[torch.Tensor], float]:
+        """Gradients of the generators' shared loss for each party's fake features
+        (``step``: the step number, for a server that draws per-step randomness)."""
+        ...
 
 
 def party_trainer(
@@ -95,14 +115,14 @@ def fixed_rows(config: GANSettings, kind: StepKind) -> int | None:
 
 
 def party_forward_block(
-    party: PartyTrainer, schedule: Schedule, block: StepBlock
+    party: StepParty, schedule: Schedule, block: StepBlock
 ) -> list[StepTensors]:
     """The party's features of every step of ``block``, all with its current parameters."""
     return [party.forward(step, schedule.kind(step)) for step in block.steps]
 
 
 def party_apply_block(
-    party: PartyTrainer,
+    party: StepParty,
     schedule: Schedule,
     block: StepBlock,
     grads: Sequence[StepTensors],
@@ -145,7 +165,7 @@ def server_block(
             for index, party_grads in enumerate(grads):
                 party_grads.append(StepTensors(grads_real[index], grads_fake[index]))
         else:
-            grads_fake, _ = server.generator_step(fake)
+            grads_fake, _ = server.generator_step(fake, step)
             for index, party_grads in enumerate(grads):
                 party_grads.append(StepTensors(None, grads_fake[index]))
     return grads
@@ -169,7 +189,7 @@ class LocalVFLGAN:
 
     def __init__(
         self,
-        parties: Sequence[PartyTrainer],
+        parties: Sequence[StepParty],
         server: StepServer,
         schedule: Schedule,
         steps_per_exchange: int,

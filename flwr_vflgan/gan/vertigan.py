@@ -181,7 +181,9 @@ class VertiGANServer:
         empty = [_empty() for _ in range(self.n_parties)]
         return empty, [_empty() for _ in range(self.n_parties)], float("nan")
 
-    def generator_step(self, fake: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], float]:
+    def generator_step(
+        self, fake: Sequence[torch.Tensor], step: int = 0
+    ) -> tuple[list[torch.Tensor], float]:
         """The sum of the parties' backbone gradients, once per party, and its norm."""
         if len(fake) != self.n_parties:
             raise ValueError(f"expected {self.n_parties} backbone gradients, got {len(fake)}")

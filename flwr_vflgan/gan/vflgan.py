@@ -464,7 +464,9 @@ class ServerTrainer:
         )
         return self._split(g_real), self._split(g_fake), float(loss.detach())
 
-    def generator_step(self, fake: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], float]:
+    def generator_step(
+        self, fake: Sequence[torch.Tensor], step: int = 0
+    ) -> tuple[list[torch.Tensor], float]:
         """Gradients of ``-lambda_2 E[D_s(f~)]`` with respect to each party's fake features."""
         f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
         loss = generator_loss(self.discriminator(f_fake))

@@ -249,7 +249,8 @@ class PrivacyPlan:
         Discriminator steps the schedule asks for.
     parts
         Holders that each apply the mechanism to the same batch in one step (``end_to_end``:
-        the ``M`` parties and the server; ``dpsgd`` on VertiGAN: the ``M`` parties;
+        the ``M`` parties and the server; ``dpsgd`` on VertiGAN: the ``M`` parties; a
+        VFLGAN-TS party: its ``C_i`` attribute discriminators and its feature extractor;
         otherwise 1). Their ``parts`` Gaussian releases
         of sensitivity ``Delta`` and noise ``sigma Delta`` together are one Gaussian
         mechanism of sensitivity ``Delta sqrt(parts)`` (concatenate the noised sums), so
@@ -356,7 +357,9 @@ def plan_privacy(
     parts
         Holders applying the mechanism to each batch, accounted jointly
         (:attr:`PrivacyPlan.parts`); more than 1 only for the per-row mechanisms
-        (``end_to_end``; ``dpsgd`` on VertiGAN, whose parties noise the same batch).
+        (``end_to_end``; ``dpsgd`` on VertiGAN, whose parties noise the same batch) and
+        for a VFLGAN-TS party under ``vflgan_gaussian``, whose attribute discriminators
+        and feature extractor each noise their first layer on the same batch.
 
     Returns
     -------
@@ -374,7 +377,8 @@ def plan_privacy(
     check_holder(config, dataset_size, planned_steps)
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
         raise ValueError(f"parts must be an integer >= 1, got {parts!r}")
-    if parts > 1 and not config.mechanism.per_sample:
+    joint = config.mechanism.per_sample or config.mechanism is Mechanism.VFLGAN_GAUSSIAN
+    if parts > 1 and not joint:
         raise ValueError(f"dp={config.mechanism.value} is accounted per holder (parts=1)")
     # Only per-sample clipping under replace-one has sensitivity 2C against noise sigma C;
     # parts holders noising the same batch compose to sqrt(parts) times the sensitivity.

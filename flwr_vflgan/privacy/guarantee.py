@@ -3,7 +3,9 @@
 Every DP run reports one :class:`Guarantee` beside its epsilon (``metrics.json``'s
 ``privacy.guarantee``, the printed privacy line and report.md):
 
-* ``first_layer`` (``dp=vflgan_gaussian``): paper 000's argument (Theorem 1). Only the
+* ``first_layer`` (``dp=vflgan_gaussian``): paper 000's argument (Theorem 1; paper
+  003's Theorem 1 for VFLGAN-TS, whose parties noise the first layer of every attribute
+  discriminator and feature extractor). Only the
   first linear layer of each discriminator is clipped and noised; the later layers, the
   shared discriminator ``D_s`` and the encoders read the real rows un-noised. The paper
   holds that the generators are post-processing of the noised layer; that is its claim,
@@ -181,6 +183,17 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
         "gradients the clients return, the server's generator and the published table "
         "are their post-processing",
         (_ENCODERS,),
+    ),
+    (Mechanism.VFLGAN_GAUSSIAN, "vflgan_ts"): GuaranteeStatement(
+        Guarantee.FIRST_LAYER,
+        "paper 003's first-layer argument (Theorem 1): the first layer of each attribute "
+        "discriminator and of each feature extractor is clipped and noised on its own "
+        "(Gaussian noise of the gradient's shape), a party's releases of a step in one "
+        "joint account, and the paper holds the generators to be their post-processing",
+        (
+            "the shared discriminator D_s and the later layers of each attribute "
+            "discriminator and feature extractor (trained un-noised on real series)",
+        ),
     ),
     (Mechanism.VFLGAN_GAUSSIAN, "wgan_gp"): GuaranteeStatement(
         Guarantee.FIRST_LAYER,

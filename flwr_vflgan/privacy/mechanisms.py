@@ -205,7 +205,8 @@ def privatize_first_layers(
     """Replace the first-layer gradients of each module by ``mechanism.privatize`` of them.
 
     Call between ``backward()`` and ``optimizer.step()``. For each module, in order,
-    the first ``nn.Linear`` (see :func:`first_linear`) has its ``weight.grad`` and, if
+    each of its first layers (:func:`first_layers`: the first ``nn.Linear``, or the
+    layers a VFLGAN-TS party names, each on its own) has its ``weight.grad`` and, if
     the layer has a trainable bias, its ``bias.grad`` overwritten in place; weight and bias
     are clipped *jointly* as one flattened vector and both receive noise, because the
     sensitivity bound of :class:`FirstLayerGaussian` holds only for the whole layer. (The
@@ -233,31 +234,52 @@ def privatize_first_layers(
     -----
     Sampling scheme, neighbouring relation, sensitivity and theorem: those of
     :class:`FirstLayerGaussian` (fixed-size batches without replacement, replace-one,
-    ``2 C``, paper 000 Theorem 1).
+    ``2 C``, paper 000 Theorem 1; paper 003 Theorem 1 for each of a VFLGAN-TS party's
+    layers, whose ``C_i + 1`` releases of a step the party accounts jointly).
     """
     _check_generator(generator)
     seen: set[int] = set()
     for index, module in enumerate(modules):
-        layer = first_linear(module)
-        name = f"modules[{index}] ({type(module).__name__})"
-        if id(layer) in seen:
-            raise ValueError(f"{name} shares its first nn.Linear with an earlier module")
-        seen.add(id(layer))
-        params = [layer.weight]
-        if layer.bias is not None and layer.bias.requires_grad:
-            params.append(layer.bias)
-        grads = []
-        for param_name, param in zip(("weight", "bias"), params, strict=False):
-            if param.grad is None:
-                raise ValueError(
-                    f"{name}: the first nn.Linear's {param_name} has no gradient; run "
-                    "backward() before privatize_first_layers"
-                )
-            grads.append(param.grad)
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        private = mechanism.privatize(flat, generator)
-        for g, piece in zip(grads, private.split([g.numel() for g in grads]), strict=True):
-            g.copy_(piece.view_as(g))
+        for layer in first_layers(module):
+            name = f"modules[{index}] ({type(module).__name__})"
+            if id(layer) in seen:
+                raise ValueError(f"{name} shares its first nn.Linear with an earlier module")
+            seen.add(id(layer))
+            _privatize_layer(layer, name, mechanism, generator)
+
+
+def first_layers(module: nn.Module) -> list[nn.Linear]:
+    """The layers of ``module`` that read the data: those its ``first_layers()`` method
+    names (a VFLGAN-TS party's attribute discriminators and feature extractor, paper 003
+    Theorem 1, each clipped and noised on its own), else :func:`first_linear`."""
+    named = getattr(module, "first_layers", None)
+    if callable(named):
+        layers = list(named())
+        if not layers or not all(isinstance(layer, nn.Linear) for layer in layers):
+            raise ValueError(f"{type(module).__name__}.first_layers() must name nn.Linear layers")
+        return layers
+    return [first_linear(module)]
+
+
+def _privatize_layer(
+    layer: nn.Linear, name: str, mechanism: FirstLayerGaussian, generator: torch.Generator
+) -> None:
+    """Clip one layer's weight and bias gradients jointly and add full-shape noise."""
+    params = [layer.weight]
+    if layer.bias is not None and layer.bias.requires_grad:
+        params.append(layer.bias)
+    grads = []
+    for param_name, param in zip(("weight", "bias"), params, strict=False):
+        if param.grad is None:
+            raise ValueError(
+                f"{name}: the first nn.Linear's {param_name} has no gradient; run "
+                "backward() before privatize_first_layers"
+            )
+        grads.append(param.grad)
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    private = mechanism.privatize(flat, generator)
+    for g, piece in zip(grads, private.split([g.numel() for g in grads]), strict=True):
+        g.copy_(piece.view_as(g))
 
 
 def _reject_batchnorm(critic: nn.Module) -> None:

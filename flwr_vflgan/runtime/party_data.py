@@ -42,6 +42,8 @@ from flwr_vflgan.data.importance import (
 )
 from flwr_vflgan.data.importance import importance_split as split_by_importance
 from flwr_vflgan.data.modes import ModeSpecificEncoder
+from flwr_vflgan.data.schema import ColumnKind, ColumnSpec
+from flwr_vflgan.data.series import SeriesEncoder, is_series_source, load_series
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ quantile transform to a standard normal."""
 FITTED_ONLY: tuple[str, ...] = ("mode", "quantile")
 """Scalings that keep more of the party's rows than bounds (mixtures, quantiles): never
 built from a public domain."""
-PartyEncoder = TabularEncoder | ModeSpecificEncoder
+PartyEncoder = TabularEncoder | ModeSpecificEncoder | SeriesEncoder
 
 
 @dataclass(frozen=True)
@@ -329,11 +331,30 @@ def party_block(spec: DataSpec, partition_id: int) -> PartyData:
         raise ValueError(
             f"partition-id {partition_id} is out of range for {spec.n_parties} parties"
         )
+    if is_series_source(spec.source):
+        return series_block(spec, partition_id)
     dataset, ids = load_full_table(spec)
     columns = split_columns(spec, dataset.schema)[partition_id]
     schema = dataset.schema.subset(columns)
     frame = dataset.frame[columns].reset_index(drop=True)
     return encode_block(frame, schema, ids, spec.numeric_scaling, spec.public_domain)
+
+
+def series_block(spec: DataSpec, partition_id: int) -> PartyData:
+    """Party ``partition_id``'s channels of a built-in series dataset (VFLGAN-TS): its
+    block is the channels end to end (:class:`~flwr_vflgan.data.series.SeriesEncoder`)."""
+    table = load_series(spec.source, spec.n_parties)
+    held = table.parties[partition_id]
+    channels = tuple(table.channels[c] for c in held)
+    encoder = SeriesEncoder(channels, table.length)
+    block = table.party_block(partition_id)
+    return PartyData(
+        frame=encoder.inverse_transform(block),
+        schema=Schema(tuple(ColumnSpec(name, ColumnKind.CONTINUOUS) for name in channels)),
+        ids=pd.Series(range(table.n_series), name="row_id"),
+        encoder=encoder,
+        encoded=torch.from_numpy(block),
+    )
 
 
 def party_file(

@@ -206,3 +206,27 @@ def test_gafm_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> Non
     assert len(sim["leak_auc_per_party"]) == 2
     assert tuple(sim["leak_auc"]) == ATTACKS
     assert simulated["summary"] == local["summary"]
+
+
+@pytest.mark.slow
+def test_vflgan_ts_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
+    """The series family rides VFLGAN's strategy and party client: the simulated nodes
+    load their channels of the sine data and publish the in-process series."""
+    extra = (
+        "algorithm=vflgan_ts",
+        "dataset=sine6",
+        "output.evaluate=false",
+        "runtime.steps_per_exchange=4",
+        "series.model.generator_hidden=16",
+        "series.model.attribute_hidden=[8,4]",
+        "series.model.extractor_hidden=[4]",
+        "series.model.shared_hidden=[8,4]",
+        "model.feature_dim=8",
+    )
+    simulated = _run("simulation", tmp_path / "sim", *extra)
+    local = _run("inprocess", tmp_path / "local", *extra)
+    assert simulated["algorithm"] == "vflgan_ts" and simulated["steps"] == 20
+    assert simulated["exchanges"] == local["exchanges"] == 8
+    sim_table = pd.read_csv(tmp_path / "sim" / "synthetic.csv")
+    assert sim_table["series"].nunique() == 300 and len(sim_table) == 300 * 800
+    pd.testing.assert_frame_equal(sim_table, pd.read_csv(tmp_path / "local" / "synthetic.csv"))

@@ -202,14 +202,22 @@ def test_end_to_end_calibration_raises_the_noise_by_sqrt_parts() -> None:
     assert 9.9 < spent <= 10.0
 
 
+def test_a_series_partys_first_layers_are_accounted_jointly() -> None:
+    """DPVFLGAN-TS: a party with 3 channels noises 4 first layers on one batch. Four
+    Gaussian releases of sensitivity 2C and noise 2C sigma are one release of
+    sensitivity 4C (2C sqrt 4): the accountant's multiplier is sigma / 2, so the same
+    target needs twice the noise of one release."""
+    config = DPConfig(mechanism="vflgan_gaussian", target_epsilon=1.0)
+    alone = plan_privacy(config, planned_steps=500, **ADULT)
+    joint = plan_privacy(config, parts=4, planned_steps=500, **ADULT)
+    assert joint.parts == 4
+    assert joint.accountant_multiplier == pytest.approx(alone.accountant_multiplier)
+    assert joint.noise_multiplier == pytest.approx(2 * alone.noise_multiplier)
+    spent = epsilon([GaussianSteps(42960, 64, joint.noise_multiplier / 2, 500)], 1e-5)
+    assert 0.99 < spent <= 1.0
+
+
 def test_only_the_per_row_mechanisms_are_accounted_over_several_holders() -> None:
-    with pytest.raises(ValueError, match=r"dp=vflgan_gaussian is accounted per holder"):
-        plan_privacy(
-            DPConfig(mechanism="vflgan_gaussian", target_epsilon=1.0),
-            parts=3,
-            planned_steps=5,
-            **ADULT,
-        )
     # VertiGAN's parties each run DP-SGD on the same batch: sqrt(3) times the noise.
     config = DPConfig(mechanism="dpsgd", target_epsilon=1.0)
     alone = plan_privacy(config, planned_steps=50, **ADULT)

@@ -1,0 +1,278 @@
+"""Tables of multivariate series split by channel across parties, and the sine datasets.
+
+A :class:`SeriesTable` holds ``n`` series of ``C`` channels and ``T`` steps as one
+``(n, C, T)`` array, the channel names, and which channels each party holds. A party's
+block is its channels laid end to end, ``(n, C_i * T)`` float32, channel after channel:
+the layout its generators write and its discriminators read.
+
+The sine datasets are paper 003's (Appendix III) and its reference code's: channel ``j``
+of series ``k`` is ``A_k sin(2 pi f_j t)``, ``t = 0 .. T-1``, with one amplitude ``A_k``
+shared by every channel of the series. A generator that does not learn the parties'
+cross-correlation gives channels whose amplitudes disagree, which
+:func:`flwr_vflgan.series.metrics.amplitude_correlation` measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+SINE6_FREQUENCIES: tuple[float, ...] = (0.01, 0.005, 0.0075, 0.0125, 0.015, 0.0175)
+"""Channel frequencies (cycles per step) of the six-attribute sine data, from the
+reference code's evaluation script (``code_sine_6/eval_mae.py``); the two-attribute data
+uses the first two."""
+
+SINE_AMPLITUDES: tuple[tuple[float, float], ...] = ((0.4, 0.05), (0.6, 0.05))
+"""``(mean, standard deviation)`` of the amplitude of each class: a series' amplitude is
+drawn from one of these normal distributions with equal probability. The extracted text
+of paper 003 lost these values (its formula is garbled); the reference names its file
+``data_frame_sine_normal`` and plots amplitudes in [0, 1]. Our choice, documented in
+docs/series.md and overridable."""
+
+
+@dataclass(frozen=True)
+class SeriesTable:
+    """Series split by channel across parties.
+
+    Parameters
+    ----------
+    values
+        ``(n_series, n_channels, length)`` float32, finite.
+    channels
+        One name per channel.
+    parties
+        The channel indices each party holds: every channel exactly once, no empty party.
+    labels
+        Optional class of each series (the sine data's amplitude class); never trained on.
+    """
+
+    values: np.ndarray
+    channels: tuple[str, ...]
+    parties: tuple[tuple[int, ...], ...]
+    labels: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.values.ndim != 3 or self.values.dtype != np.float32:
+            raise ValueError(
+                f"series values must be a float32 array (series, channels, length), got "
+                f"{self.values.dtype} of shape {self.values.shape}"
+            )
+        n, c, t = self.values.shape
+        if n < 2 or t < 2:
+            raise ValueError(f"a series table needs at least 2 series of 2 steps, got {n} of {t}")
+        if len(self.channels) != c or len(set(self.channels)) != c:
+            raise ValueError(f"{c} channels need {c} distinct names, got {list(self.channels)}")
+        if not np.isfinite(self.values).all():
+            raise ValueError("series values contain NaN or infinite values")
+        check_parties(self.parties, c)
+        if self.labels is not None and len(self.labels) != n:
+            raise ValueError(f"{len(self.labels)} labels for {n} series")
+
+    @property
+    def n_series(self) -> int:
+        """Number of series (the rows every party holds)."""
+        return int(self.values.shape[0])
+
+    @property
+    def length(self) -> int:
+        """Steps per series."""
+        return int(self.values.shape[2])
+
+    def party_channels(self, party: int) -> int:
+        """How many channels party ``party`` holds."""
+        return len(self.parties[party])
+
+    def party_block(self, party: int) -> np.ndarray:
+        """Party ``party``'s channels end to end: ``(n_series, C_i * length)`` float32."""
+        picked = self.values[:, list(self.parties[party]), :]
+        return np.ascontiguousarray(picked.reshape(self.n_series, -1))
+
+
+def check_parties(parties: Sequence[Sequence[int]], n_channels: int) -> None:
+    """Raise ``ValueError`` unless ``parties`` partitions ``range(n_channels)``."""
+    if len(parties) < 1 or any(len(p) == 0 for p in parties):
+        raise ValueError(f"every party must hold at least one channel, got {parties!r}")
+    seen: dict[int, int] = {}
+    for index, held in enumerate(parties):
+        for channel in held:
+            if not 0 <= channel < n_channels:
+                raise ValueError(
+                    f"party {index} holds channel {channel}; channels are 0..{n_channels - 1}"
+                )
+            if channel in seen:
+                raise ValueError(
+                    f"channel {channel} is held by parties {seen[channel]} and {index}"
+                )
+            seen[channel] = index
+    missing = sorted(set(range(n_channels)) - set(seen))
+    if missing:
+        raise ValueError(f"channels {missing} are held by no party")
+
+
+def block_to_channels(block: np.ndarray, n_channels: int) -> np.ndarray:
+    """Inverse of :meth:`SeriesTable.party_block` for one party: ``(n, C_i, T)``."""
+    if block.ndim != 2 or block.shape[1] % n_channels:
+        raise ValueError(
+            f"a block of shape {block.shape} does not hold {n_channels} channels of equal length"
+        )
+    return block.reshape(block.shape[0], n_channels, -1)
+
+
+def sine_table(
+    n_channels: int = 6,
+    *,
+    per_class: int = 1024,
+    length: int = 800,
+    n_parties: int = 2,
+    amplitudes: Sequence[tuple[float, float]] = SINE_AMPLITUDES,
+    seed: int = 0,
+) -> SeriesTable:
+    """Paper 003's sine data: ``per_class`` series per amplitude class, channels split
+    evenly and in order across ``n_parties`` (6 channels, 2 parties: 3 each).
+
+    Raises
+    ------
+    ValueError
+        More channels than :data:`SINE6_FREQUENCIES` has, fewer channels than parties,
+        or non-positive sizes.
+    """
+    if not 1 <= n_channels <= len(SINE6_FREQUENCIES):
+        raise ValueError(f"sine data has 1..{len(SINE6_FREQUENCIES)} channels, got {n_channels}")
+    if not 1 <= n_parties <= n_channels:
+        raise ValueError(f"{n_channels} channels cannot be split over {n_parties} parties")
+    if per_class < 1 or length < 2 or not amplitudes:
+        raise ValueError(
+            f"per_class must be >= 1, length >= 2 and amplitudes non-empty, got "
+            f"{per_class}, {length}, {list(amplitudes)}"
+        )
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(len(amplitudes)), per_class)
+    means = np.array([m for m, _ in amplitudes])[labels]
+    stds = np.array([s for _, s in amplitudes])[labels]
+    amplitude = rng.normal(means, stds)
+    steps = np.arange(length)
+    waves = np.sin(2 * np.pi * np.array(SINE6_FREQUENCIES[:n_channels])[:, None] * steps)
+    values = (amplitude[:, None, None] * waves[None]).astype(np.float32)
+    order = rng.permutation(len(labels))
+    split = np.array_split(np.arange(n_channels), n_parties)
+    return SeriesTable(
+        values[order],
+        tuple(f"x{p + 1}{j + 1}" for p, held in enumerate(split) for j in range(len(held))),
+        tuple(tuple(int(c) for c in held) for held in split),
+        labels[order],
+    )
+
+
+SERIES_DATASETS: dict[str, int] = {"sine6": 6, "sine2": 2}
+"""The built-in series datasets and their channel counts (paper 003's sine data; generated
+with seed 0, 1,024 series per class, 800 steps)."""
+
+
+def is_series_source(source: str) -> bool:
+    """Whether ``source`` names a built-in series dataset."""
+    return source in SERIES_DATASETS
+
+
+def load_series(source: str, n_parties: int) -> SeriesTable:
+    """The built-in series dataset ``source`` with its channels split evenly, in order,
+    across ``n_parties`` (sine6 over 2 parties: 3 channels each, as paper 003).
+
+    Raises
+    ------
+    ValueError
+        ``source`` is no built-in series dataset, or it has fewer channels than parties.
+    """
+    if source not in SERIES_DATASETS:
+        raise ValueError(f"unknown series dataset {source!r}; built-in: {sorted(SERIES_DATASETS)}")
+    channels = SERIES_DATASETS[source]
+    if not 1 <= n_parties <= channels:
+        raise ValueError(
+            f"dataset {source!r} has {channels} channels: it splits over 1..{channels} "
+            f"parties, not dataset.n_parties={n_parties}"
+        )
+    return sine_table(channels, n_parties=n_parties)
+
+
+def wide_columns(channels: Sequence[str], length: int) -> list[str]:
+    """Column names of series laid out wide: ``<channel>@<step>``, channel after channel."""
+    return [f"{name}@{step}" for name in channels for step in range(length)]
+
+
+@dataclass(frozen=True)
+class ChannelSpan:
+    """One channel's place in a party's block (the generators' output is linear)."""
+
+    start: int
+    width: int
+    activation: str = "linear"
+
+
+@dataclass(frozen=True)
+class SeriesEncoder:
+    """A party's series block: its channels end to end, the values as they are.
+
+    The reference code trains on the series' own values; the sine data lie in
+    [-0.8, 0.8]. Nothing is fitted on the party's rows, so nothing about them is kept.
+    """
+
+    channels: tuple[str, ...]
+    length: int
+    public: bool = False
+    """Built from public metadata (``dp=end_to_end`` asks): not claimed."""
+
+    @property
+    def output_dim(self) -> int:
+        """Width of the party's block: its channels times the length."""
+        return len(self.channels) * self.length
+
+    def transform(self, frame: pd.DataFrame) -> np.ndarray:
+        """A wide table's block (the inverse of :meth:`inverse_transform`)."""
+        values = wide_to_series(frame, self.channels, self.length)
+        return np.ascontiguousarray(values.reshape(len(frame), -1))
+
+    @property
+    def spans(self) -> list[ChannelSpan]:
+        """One span per channel, ``length`` wide."""
+        return [ChannelSpan(i * self.length, self.length) for i in range(len(self.channels))]
+
+    def inverse_transform(self, block: np.ndarray) -> pd.DataFrame:
+        """A block ``(n, C_i * length)`` as a wide table (:func:`wide_columns`)."""
+        width = len(self.channels) * self.length
+        if block.ndim != 2 or block.shape[1] != width:
+            raise ValueError(
+                f"a block of {len(self.channels)} channels x {self.length} steps has {width} columns, got shape {block.shape}"
+            )
+        return pd.DataFrame(
+            np.asarray(block, dtype=np.float32), columns=wide_columns(self.channels, self.length)
+        )
+
+
+def wide_to_series(frame: pd.DataFrame, channels: Sequence[str], length: int) -> np.ndarray:
+    """The ``(n, C, T)`` array of a wide table, channels in the order given.
+
+    Raises
+    ------
+    ValueError
+        A channel's column is missing.
+    """
+    names = wide_columns(channels, length)
+    missing = [name for name in names if name not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"the wide table lacks {len(missing)} series columns, first {missing[0]!r}"
+        )
+    values = frame[names].to_numpy(dtype=np.float32)
+    return values.reshape(len(frame), len(channels), length)
+
+
+def series_long_frame(values: np.ndarray, channels: Sequence[str]) -> pd.DataFrame:
+    """Series in long format: one row per series and step, ``series``, ``t`` and one column
+    per channel (the layout a user's series table has)."""
+    n, c, t = values.shape
+    frame = pd.DataFrame(values.transpose(0, 2, 1).reshape(n * t, c), columns=list(channels))
+    frame.insert(0, "t", np.tile(np.arange(t), n))
+    frame.insert(0, "series", np.repeat(np.arange(n), t))
+    return frame

@@ -1,0 +1,317 @@
+"""A VFLGAN-TS party's and the server's halves of a step (paper 003; the reference's loss).
+
+The step protocol is VFLGAN's (:mod:`flwr_vflgan.gan.exchanges`): in a *forward* each
+party sends the intermediate features of its real batch and its fake batch (a
+discriminator step) or of its fake batch (a generator step); the server answers with the
+gradients of its loss with respect to them; in the *apply* the party recomputes the same
+pass (same batch rows, same shared noise, same dropout masks) and updates its models.
+:class:`SeriesParty` and :class:`SeriesServer` have the method shapes of
+:class:`~flwr_vflgan.gan.vflgan.PartyTrainer` and the ``StepServer`` protocol, so
+:class:`~flwr_vflgan.gan.exchanges.LocalVFLGAN` runs them unchanged.
+
+Losses (binary cross-entropy ``BCE``, real labelled 1, as the reference code):
+
+* discriminators: ``sum_c [BCE(A_c(x_c), 1) + BCE(A_c(x~_c), 0)] + BCE(D_s(f), 1) +
+  BCE(D_s(f~), 0)`` over every party's attribute discriminators ``A_c``, feature
+  extractors and the shared discriminator ``D_s`` (one joint objective);
+* generators: ``sum_c BCE(A_c(x~_c), 1) + gamma_s BCE(D_s(f~), 1)``.
+
+Without the shared discriminator (``train.shared_discriminator=false``) each party's
+extractor head ``E_i`` takes ``D_s``'s place on its own channels:
+``BCE(E_i(x_i), 1) + BCE(E_i(x~_i), 0)`` for the discriminators and ``gamma_c BCE(E_i(x~_i), 1)``
+for the generators; the server then returns zero gradients and trains nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch.nn.functional import binary_cross_entropy_with_logits
+
+from flwr_vflgan.gan.config import GANSettings
+from flwr_vflgan.gan.schedule import StepKind
+from flwr_vflgan.nn.models import load_module_snapshot, module_snapshot, seeded_init
+from flwr_vflgan.privacy.config import PrivacyPlan
+from flwr_vflgan.privacy.updates import discriminator_update
+from flwr_vflgan.runtime.blocks import StepTensors
+from flwr_vflgan.runtime.flat import FlatState
+from flwr_vflgan.runtime.rng import (
+    Stream,
+    derive_seed,
+    discriminator_batch,
+    latent_noise,
+    torch_generator,
+)
+
+from .config import SeriesSettings
+from .models import PartyDiscriminator, PartyGenerators, SharedSeriesDiscriminator
+
+
+class SeriesRunSettings(GANSettings, Protocol):
+    """What VFLGAN-TS reads of a run's settings (the umbrella
+    :class:`~flwr_vflgan.config.VFLGANConfig` is one): VFLGAN's (the schedule, batch size
+    and Adam's betas from ``train``, the feature width the server sees from
+    ``model.feature_dim``, ``dp``) and the series models and learning rates."""
+
+    @property
+    def series(self) -> SeriesSettings: ...
+
+
+REAL_PASS, FAKE_PASS = 0, 1
+"""Which pass of a step a dropout mask belongs to (the real batch's or the fake one's)."""
+
+
+def bce(logits: torch.Tensor, real: bool) -> torch.Tensor:
+    """Mean binary cross-entropy of ``logits`` against label 1 (``real``) or 0."""
+    target = torch.ones_like(logits) if real else torch.zeros_like(logits)
+    return binary_cross_entropy_with_logits(logits, target)
+
+
+def _adam(params: list[dict], config: SeriesRunSettings) -> torch.optim.Adam:
+    return torch.optim.Adam(params, betas=config.train.betas, foreach=True)
+
+
+class SeriesParty:
+    """One party's channel generators, attribute discriminators and feature extractor.
+
+    Parameters
+    ----------
+    config
+        The run's settings (identical at every party and the server).
+    n_channels, length
+        Channels this party holds and steps per series.
+    data
+        The party's block, float32 ``(n_series, n_channels * length)``.
+    shared_seed
+        Seed the parties share and the server does not know: batch rows and the noise.
+    party
+        This party's index; its dropout masks and DP noise come from a seed derived
+        from it.
+    privacy
+        How the first layers of the attribute discriminators and the feature extractor
+        are noised (``None``: not at all; paper 003, Theorem 1).
+    noise_seed
+        Seed of the DP noise, known to this party alone; by default derived from the
+        party's seed.
+    """
+
+    def __init__(
+        self,
+        config: SeriesRunSettings,
+        n_channels: int,
+        length: int,
+        data: torch.Tensor,
+        shared_seed: int,
+        party: int,
+        privacy: PrivacyPlan | None = None,
+        noise_seed: int | None = None,
+    ) -> None:
+        if data.dtype != torch.float32 or data.ndim != 2 or data.shape[1] != n_channels * length:
+            raise ValueError(
+                f"party data must be float32 (series, {n_channels} * {length}), got "
+                f"{data.dtype} {tuple(data.shape)}"
+            )
+        self.config = config
+        self.series = config.series
+        self.data = data
+        self.shared_seed = shared_seed
+        self.private_seed = derive_seed(shared_seed, Stream.GUMBEL, 0, party + 1)
+        model, rates = config.series.model, config.series.train
+        with seeded_init(derive_seed(self.private_seed, Stream.INIT)):
+            self.generator = PartyGenerators(model, n_channels, length)
+            self.discriminator = PartyDiscriminator(
+                model, n_channels, length, config.model.feature_dim
+            )
+        self.g_opt = _adam(
+            [{"params": self.generator.parameters(), "lr": rates.generator_lr}], config
+        )
+        disc = self.discriminator
+        self.d_opt = _adam(
+            [
+                {"params": disc.attributes.parameters(), "lr": rates.attribute_lr},
+                {"params": disc.extractor.parameters(), "lr": rates.extractor_lr},
+            ],
+            config,
+        )
+        self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
+        self.privacy = privacy
+        if noise_seed is None:
+            noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
+        self.d_update = discriminator_update(privacy, noise_seed)
+
+    # -- random draws of a step ------------------------------------------------------
+    def _batch(self, step: int) -> torch.Tensor:
+        train = self.config.train
+        rows = discriminator_batch(self.shared_seed, step, self.data.shape[0], train.batch_size)
+        return self.data[rows]
+
+    def _fake(self, step: int) -> torch.Tensor:
+        z = latent_noise(
+            self.shared_seed, step, self.config.train.batch_size, self.series.model.noise_dim
+        )
+        return self.generator(z)
+
+    def _masks(self, step: int, which: int) -> torch.Generator:
+        return torch_generator(self.private_seed, Stream.DROPOUT, step, which)
+
+    def batch_rows(self, step: int, kind: StepKind) -> int:
+        """Rows of each of step ``step``'s feature tensors (always the batch size)."""
+        return self.config.train.batch_size
+
+    # -- protocol halves ---------------------------------------------------------------
+    def forward(self, step: int, kind: StepKind) -> StepTensors:
+        """The intermediate features of step ``step`` (no autograd)."""
+        disc = self.discriminator
+        with torch.no_grad():
+            fake = disc.features(self._fake(step), self._masks(step, FAKE_PASS))
+            if kind is StepKind.GENERATOR:
+                return StepTensors(real=None, fake=fake)
+            real = disc.features(self._batch(step), self._masks(step, REAL_PASS))
+        return StepTensors(real=real, fake=fake)
+
+    def apply(
+        self, step: int, kind: StepKind, grad_real: torch.Tensor | None, grad_fake: torch.Tensor
+    ) -> float:
+        """Update the discriminators (D step) or the generators (G step) from the
+        server's feature gradients; returns the party's local loss."""
+        if kind is StepKind.DISCRIMINATOR:
+            if grad_real is None:
+                raise ValueError("a discriminator step needs gradients for the real features")
+            return self._apply_discriminator(step, grad_real, grad_fake)
+        return self._apply_generator(step, grad_fake)
+
+    def _judge(
+        self, block: torch.Tensor, step: int, which: int
+    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]:
+        """Features, attribute logits and (without ``D_s``) the extractor's logit of one
+        pass, its dropout masks drawn in a fixed order: features, extractor head, channels."""
+        gen = self._masks(step, which)
+        disc = self.discriminator
+        features = disc.features(block, gen)
+        shared = self.series.train.shared_discriminator
+        head = None if shared else disc.extractor.head(features, gen)
+        return features, disc.attribute_logits(block, gen), head
+
+    def _apply_discriminator(
+        self, step: int, grad_real: torch.Tensor, grad_fake: torch.Tensor
+    ) -> float:
+        real = self._batch(step)
+        with torch.no_grad():
+            fake = self._fake(step)
+        local = torch.zeros(())
+
+        def batch_loss() -> torch.Tensor:
+            nonlocal local
+            f_real, a_real, h_real = self._judge(real, step, REAL_PASS)
+            f_fake, a_fake, h_fake = self._judge(fake, step, FAKE_PASS)
+            local = sum(
+                (bce(r, True) + bce(f, False) for r, f in zip(a_real, a_fake, strict=True)),
+                torch.zeros(()),
+            )
+            if h_real is not None and h_fake is not None:
+                local = local + bce(h_real, True) + bce(h_fake, False)
+            return local + (f_real * grad_real).sum() + (f_fake * grad_fake).sum()
+
+        def row_loss(*_: object) -> torch.Tensor:
+            raise NotImplementedError("VFLGAN-TS has no per-sample DP update")
+
+        self.d_update(self.discriminator, self.d_opt, batch_loss, row_loss, (), step)
+        return float(local.detach())
+
+    def _apply_generator(self, step: int, grad_fake: torch.Tensor) -> float:
+        fake = self._fake(step)
+        features, logits, head = self._judge(fake, step, FAKE_PASS)
+        local = sum((bce(logit, True) for logit in logits), torch.zeros(()))
+        if head is not None:
+            local = local + self.series.train.local_weight * bce(head, True)
+        self.g_opt.zero_grad(set_to_none=True)
+        (local + (features * grad_fake).sum()).backward()
+        self.g_opt.step()
+        self.discriminator.zero_grad(set_to_none=True)
+        return float(local.detach())
+
+    # -- sampling ------------------------------------------------------------------------
+    @property
+    def published(self) -> PartyGenerators:
+        """The generator that is evaluated and published."""
+        return self.generator
+
+    def generate(self, n_series: int, draw: int) -> torch.Tensor:
+        """``n_series`` synthetic blocks from evaluation noise number ``draw`` (every
+        party gets the same noise, so row ``k`` of every party is one series)."""
+        z = latent_noise(
+            self.shared_seed, draw, n_series, self.series.model.noise_dim, Stream.EVAL_NOISE
+        )
+        with torch.no_grad():
+            return self.generator(z)
+
+    def generator_snapshot(self) -> np.ndarray:
+        """The generators' parameters as one float32 vector."""
+        return module_snapshot(self.generator)
+
+    def load_generator_snapshot(self, values: np.ndarray) -> None:
+        """Inverse of :meth:`generator_snapshot`."""
+        load_module_snapshot(self.generator, values)
+
+
+class SeriesServer:
+    """The shared discriminator ``D_s`` on the parties' features, and its optimizer.
+
+    Without the shared discriminator (the ablation) it trains nothing and returns zero
+    gradients.
+    """
+
+    def __init__(self, config: SeriesRunSettings, n_parties: int, seed: int) -> None:
+        if n_parties < 1:
+            raise ValueError(f"n_parties must be >= 1, got {n_parties}")
+        self.config = config
+        self.series = config.series
+        self.n_parties = n_parties
+        self.seed = seed
+        with seeded_init(derive_seed(seed, Stream.INIT)):
+            self.discriminator = SharedSeriesDiscriminator(
+                config.series.model, n_parties, config.model.feature_dim
+            )
+        self.opt = _adam(
+            [{"params": self.discriminator.parameters(), "lr": config.series.train.shared_lr}],
+            config,
+        )
+        self.state = FlatState([self.discriminator], [self.opt])
+
+    def _split(self, grad: torch.Tensor) -> list[torch.Tensor]:
+        return list(torch.split(grad, self.config.model.feature_dim, dim=1))
+
+    def discriminator_step(
+        self, step: int, real: Sequence[torch.Tensor], fake: Sequence[torch.Tensor]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], float]:
+        """Update ``D_s``; return the gradients of its loss for each party's features."""
+        f_real = torch.cat(list(real), dim=1).detach().requires_grad_(True)
+        f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
+        if not self.series.train.shared_discriminator:
+            return self._split(torch.zeros_like(f_real)), self._split(torch.zeros_like(f_fake)), 0.0
+        gen = torch_generator(self.seed, Stream.DROPOUT, step)
+        loss = bce(self.discriminator(f_real, gen), True) + bce(
+            self.discriminator(f_fake, gen), False
+        )
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        assert f_real.grad is not None and f_fake.grad is not None  # set by backward above
+        return self._split(f_real.grad), self._split(f_fake.grad), float(loss.detach())
+
+    def generator_step(
+        self, fake: Sequence[torch.Tensor], step: int = 0
+    ) -> tuple[list[torch.Tensor], float]:
+        """Gradients of ``gamma_s BCE(D_s(f~), 1)`` for each party's fake features."""
+        f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
+        if not self.series.train.shared_discriminator:
+            return self._split(torch.zeros_like(f_fake)), 0.0
+        gen = torch_generator(self.seed, Stream.DROPOUT, step, 1)
+        loss = bce(self.discriminator(f_fake, gen), True)
+        (self.series.train.shared_weight * loss).backward()
+        self.discriminator.zero_grad(set_to_none=True)
+        assert f_fake.grad is not None  # set by backward above
+        return self._split(f_fake.grad), float(loss.detach())

@@ -1,0 +1,190 @@
+"""VFLGAN-TS over the real Flower path: the strategy and party client on the in-process
+grid do the one-process loop's math bit for bit, and only features, their gradients and
+the published channels cross the wire."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from flwr.app import ArrayRecord, Message
+
+from flwr_vflgan.clients import make_client_app
+from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig
+from flwr_vflgan.data.series import load_series, wide_to_series
+from flwr_vflgan.gan.exchanges import LocalVFLGAN
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.party_data import DataSpec
+from flwr_vflgan.runtime.rng import Stream, numpy_generator
+from flwr_vflgan.series.config import SeriesModelConfig, SeriesSettings
+from flwr_vflgan.series.local import build, synthesize
+from flwr_vflgan.strategies.grid import InProcessGrid
+from flwr_vflgan.strategies.vflgan import VFLGANStrategy
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_SEED, SERVER_SEED, ROWS = 77, 5, 40
+SMALL = [
+    "series.model.generator_hidden=16",
+    "series.model.attribute_hidden=[8,4]",
+    "series.model.extractor_hidden=[4]",
+    "series.model.shared_hidden=[8,4]",
+    "model.feature_dim=8",
+]
+
+
+def _config(steps: int = 6, dp: dict | None = None) -> VFLGANConfig:
+    model = SeriesModelConfig(
+        generator_hidden=16, attribute_hidden=(8, 4), extractor_hidden=(4,), shared_hidden=(8, 4)
+    )
+    return VFLGANConfig(
+        variant=Variant.VFLGAN_TS,
+        model=ModelConfig(feature_dim=8),
+        train=TrainConfig(
+            epochs=1, max_steps=steps, batch_size=64, n_critic=1, betas=(0.5, 0.9), eval_every=0
+        ),
+        series=SeriesSettings(model=model),
+        dp=dp or {},
+    )
+
+
+def _grid_run(config: VFLGANConfig, observer=None):
+    nodes = [{P.NODE_PARTITION_ID: i, P.NODE_SHARED_SEED: SHARED_SEED} for i in range(2)]
+    strategy = VFLGANStrategy(
+        config,
+        n_parties=2,
+        seed=SERVER_SEED,
+        data_spec=DataSpec(source="sine6", n_parties=2),
+        publish_rows=ROWS,
+    )
+    return strategy.start(InProcessGrid(make_client_app(), nodes, observer=observer))
+
+
+@pytest.mark.parametrize("dp", [None, {"mechanism": "vflgan_gaussian", "target_epsilon": 10.0}])
+def test_the_grid_does_what_the_one_process_loop_does_bit_for_bit(dp):
+    """Without DP, and with DPVFLGAN-TS: the same noise, planned the same way."""
+    config = _config(dp=dp)
+    table = load_series("sine6", 2)
+    result = _grid_run(config)
+    parties, server, schedule = build(config, table, SHARED_SEED, SERVER_SEED)
+    local = LocalVFLGAN(parties, server, schedule, 1)
+    for block in local.blocks():
+        local.run_block(block)
+    expected = synthesize(parties, table, ROWS, 0)
+    expected = expected[numpy_generator(SERVER_SEED, Stream.PUBLISH).permutation(ROWS)]
+    published = wide_to_series(result.synthetic, table.channels, table.length)
+    assert result.steps == 6 and result.published == "last"
+    np.testing.assert_array_equal(published, expected)
+    if dp:  # both sides noised: each party's 3 attribute discriminators and extractor
+        assert [p["parts"] for p in result.privacy] == [4, 4]
+        assert all(party.privacy is not None for party in parties)
+    # The parties trained: the published series are not the untrained generators'.
+    fresh, _, _ = build(config, table, SHARED_SEED, SERVER_SEED)
+    assert not np.allclose(synthesize(fresh, table, ROWS, 0), synthesize(parties, table, ROWS, 0))
+
+
+def test_the_wire_carries_features_their_gradients_and_the_published_channels_only():
+    log: list[Message] = []
+    config = _config(steps=4)
+    _grid_run(config, log.append)
+    table = load_series("sine6", 2)
+    steps = [m for m in log if m.metadata.message_type == P.STEP]
+    assert steps, "no step message was seen"
+    for message in steps:
+        assert not message.has_error()
+        for record in message.content.values():
+            if isinstance(record, ArrayRecord):
+                for array in (a.numpy() for a in record.values()):
+                    # Batches of 64 features (real and fake) or their gradients: never a
+                    # channel (800 steps) or a party's block.
+                    assert array.dtype == np.float32 and array.shape[1] == 8, array.shape
+                    assert array.shape[0] % 64 == 0
+    setups = [
+        m for m in log if m.metadata.message_type == P.SETUP and m.metadata.reply_to_message_id
+    ]
+    published = [
+        m for m in log if m.metadata.message_type == P.GENERATE and m.metadata.reply_to_message_id
+    ]
+    assert len(setups) == len(published) == 2
+    for party, message in enumerate(published):
+        block = pd.read_parquet(io.BytesIO(message.content[P.SYNTHETIC]["parquet"]))
+        held = [table.channels[c] for c in table.parties[party]]
+        # Each party publishes its own channels of the synthetic series, nothing else.
+        assert {name.split("@")[0] for name in block.columns} == set(held)
+        assert block.shape == (ROWS, len(held) * table.length)
+
+
+def _run(*overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "simulations.run", *overrides],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_the_run_command_publishes_series_with_a_report(tmp_path: Path):
+    done = _run(
+        "algorithm=vflgan_ts",
+        "dataset=sine6",
+        "train.max_steps=20",
+        "train.eval_every=1",
+        "train.eval_rows=256",
+        "output.publish_rows=300",
+        *SMALL,
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for name in ("synthetic.csv", "metrics.json", "config.json", "report.md", "series.png"):
+        assert (tmp_path / name).is_file(), name
+    synthetic = pd.read_csv(tmp_path / "synthetic.csv")
+    assert list(synthetic.columns) == ["series", "t", "x11", "x12", "x13", "x21", "x22", "x23"]
+    assert len(synthetic) == 300 * 800 and synthetic["series"].nunique() == 300
+    report = (tmp_path / "report.md").read_text()
+    assert "discriminative_score" in report and "cross_party_amplitude_correlation" in report
+    assert "discriminative score" in done.stdout
+
+
+def test_a_table_with_vflgan_ts_and_series_with_another_algorithm_are_refused():
+    done = _run("algorithm=vflgan_ts", "dataset=adult")
+    assert done.returncode == 2
+    assert "algorithm=vflgan_ts trains on multivariate series" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = _run("dataset=sine6")
+    assert done.returncode == 2 and "add algorithm=vflgan_ts" in done.stderr
+
+
+def test_dpvflgan_ts_accounts_each_partys_first_layers_jointly_and_says_what_it_covers(
+    tmp_path: Path,
+):
+    done = _run(
+        "algorithm=vflgan_ts",
+        "dataset=sine6",
+        "dp=vflgan_gaussian",
+        "dp.target_epsilon=10",
+        "train.max_steps=8",
+        "output.evaluate=false",
+        "output.publish_rows=50",
+        *SMALL,
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    privacy = json.loads((tmp_path / "metrics.json").read_text())["privacy"]
+    assert privacy["mechanism"] == "vflgan_gaussian" and privacy["guarantee"] == "first_layer"
+    assert "attribute discriminator" in privacy["covers"]
+    assert any("shared discriminator" in item for item in privacy["not_covered"])
+    # 3 channels per party: 3 attribute discriminators and the extractor, one account;
+    # 8 steps of which 4 are discriminator steps (n_critic = 1).
+    assert [(p["parts"], p["steps"]) for p in privacy["parties"]] == [(4, 4), (4, 4)]
+    assert 0 < privacy["epsilon"] <= 10.0
+    assert "privacy      epsilon covers first_layer" in done.stdout

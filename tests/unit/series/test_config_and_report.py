@@ -1,0 +1,89 @@
+"""VFLGAN-TS's settings and the score that picks its published epoch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flwr_vflgan.config import Variant, VFLGANConfig
+from flwr_vflgan.data.series import sine_table
+from flwr_vflgan.series.config import SeriesModelConfig, SeriesSettings, SeriesTrainConfig
+from flwr_vflgan.series.report import SeriesSelection, pooled
+
+
+def test_settings_round_trip_through_plain_values():
+    settings = SeriesSettings(
+        SeriesModelConfig(attribute_hidden=(7, 3)), SeriesTrainConfig(shared_weight=2.0)
+    )
+    assert SeriesSettings.from_dict(settings.to_dict()) == settings
+    config = VFLGANConfig(variant=Variant.VFLGAN_TS, series=settings)
+    assert VFLGANConfig.from_dict(config.to_dict()) == config
+    assert config.is_series and not VFLGANConfig().is_series
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (
+            lambda: SeriesModelConfig(noise_dim=0),
+            "series.model.noise_dim must be a positive integer",
+        ),
+        (
+            lambda: SeriesModelConfig(attribute_hidden=()),
+            "series.model.attribute_hidden must be a non-empty",
+        ),
+        (lambda: SeriesModelConfig(dropout=1.0), r"series.model.dropout must be in \[0, 1\)"),
+        (lambda: SeriesTrainConfig(shared_lr=0.0), "series.train.shared_lr must be > 0"),
+        (lambda: SeriesTrainConfig(local_weight=-1.0), "must be >= 0"),
+        (
+            lambda: SeriesSettings.from_dict({"modle": {}}),
+            r"unknown series config keys \['modle'\]",
+        ),
+        (
+            lambda: SeriesSettings.from_dict({"train": {"lr": 1}}),
+            r"unknown series.train config keys \['lr'\]",
+        ),
+    ],
+)
+def test_bad_settings_are_named(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_dpvflgan_ts_is_the_first_layer_mechanism_on_fixed_batches():
+    ok = VFLGANConfig(
+        variant=Variant.VFLGAN_TS, dp={"mechanism": "vflgan_gaussian", "target_epsilon": 1.0}
+    )
+    assert ok.dp.enabled
+    with pytest.raises(ValueError, match=r"dp=dpsgd is not built for vflgan_ts"):
+        VFLGANConfig(variant=Variant.VFLGAN_TS, dp={"mechanism": "dpsgd", "target_epsilon": 1.0})
+    with pytest.raises(ValueError, match=r"dp.sampling=poisson needs dp=dpsgd"):
+        VFLGANConfig(
+            variant=Variant.VFLGAN_TS,
+            dp={"mechanism": "vflgan_gaussian", "target_epsilon": 1.0, "sampling": "poisson"},
+        )
+
+
+def test_pooling_averages_windows_by_hand():
+    values = np.arange(10, dtype=np.float32).reshape(1, 1, 10)
+    # Five windows of two steps: means 0.5, 2.5, 4.5, 6.5, 8.5.
+    np.testing.assert_allclose(pooled(values, 5), [[0.5, 2.5, 4.5, 6.5, 8.5]])
+    # Three windows over 10 steps: edges 0, 3, 7, 10.
+    np.testing.assert_allclose(pooled(values, 3), [[1.0, 4.5, 8.0]])
+    # Never more points than steps; channels laid end to end.
+    two = np.stack([values[0, 0], -values[0, 0]])[None]
+    assert pooled(two, 64).shape == (1, 20)
+
+
+def test_the_selection_score_is_zero_for_the_real_series_and_sees_cross_party_structure():
+    table = sine_table(2, per_class=256, length=64, seed=1)
+    selection = SeriesSelection(table)
+    blocks = [table.party_block(0), table.party_block(1)]
+    assert selection(blocks)["fd"] == pytest.approx(0.0, abs=1e-6)
+    np.testing.assert_array_equal(selection.assemble(blocks), table.values)
+    # The same channels with party 1's series shuffled: every channel's marginal is the
+    # real one, only the amplitude they share across parties is lost.
+    shuffled = blocks[1][np.random.default_rng(0).permutation(len(blocks[1]))]
+    assert selection([blocks[0], shuffled])["fd"] > 0.1
+    with pytest.raises(ValueError, match="1 blocks for 2 parties"):
+        selection(blocks[:1])

@@ -1,0 +1,275 @@
+"""VFLGAN-TS's split step computes the reference code's joint objective.
+
+The reference (``code_sine_6/vfl.py``) trains every discriminator on one joint loss in
+one autograd graph and every generator on another. The protocol splits each step into
+a party forward, the server's update and a party apply that recomputes the pass. The
+tests below write the joint objective out by hand in one graph and check that the
+protocol's parameters after a step equal the one-graph step's.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig
+from flwr_vflgan.data.series import sine_table
+from flwr_vflgan.gan.exchanges import LocalVFLGAN
+from flwr_vflgan.gan.schedule import StepKind
+from flwr_vflgan.runtime.blocks import StepBlock
+from flwr_vflgan.runtime.rng import Stream, torch_generator
+from flwr_vflgan.series.config import SeriesModelConfig, SeriesSettings, SeriesTrainConfig
+from flwr_vflgan.series.local import build, synthesize, train_local
+from flwr_vflgan.series.models import PartyDiscriminator
+from flwr_vflgan.series.plain import plain_step
+from flwr_vflgan.series.training import FAKE_PASS, REAL_PASS, SeriesParty, SeriesServer
+
+BCE = torch.nn.functional.binary_cross_entropy_with_logits
+
+
+def _settings(shared: bool = True) -> VFLGANConfig:
+    model = SeriesModelConfig(
+        noise_dim=4,
+        generator_hidden=8,
+        attribute_hidden=(6, 4),
+        extractor_hidden=(4,),
+        shared_hidden=(6, 3),
+    )
+    return VFLGANConfig(
+        variant=Variant.VFLGAN_TS,
+        model=ModelConfig(feature_dim=5),
+        train=TrainConfig(epochs=1, batch_size=8, n_critic=1, betas=(0.5, 0.9)),
+        series=SeriesSettings(model, SeriesTrainConfig(shared_discriminator=shared)),
+    )
+
+
+def _table():
+    return sine_table(4, per_class=16, length=20, seed=2)
+
+
+def _label(x: torch.Tensor, value: float) -> torch.Tensor:
+    return BCE(x, torch.full_like(x, value))
+
+
+def _joint_discriminator_step(parties: list[SeriesParty], server: SeriesServer, step: int) -> None:
+    """The reference's discriminator step, written out in one graph."""
+    total = torch.zeros(())
+    f_real, f_fake = [], []
+    for party in parties:
+        disc = party.discriminator
+        real = party._batch(step)
+        with torch.no_grad():
+            fake = party._fake(step)
+        for block, which, label, out in (
+            (real, REAL_PASS, 1.0, f_real),
+            (fake, FAKE_PASS, 0.0, f_fake),
+        ):
+            gen = torch_generator(party.private_seed, Stream.DROPOUT, step, which)
+            out.append(disc.features(block, gen))
+            if not party.series.train.shared_discriminator:
+                total = total + _label(disc.extractor.head(out[-1], gen), label)
+            for logit in disc.attribute_logits(block, gen):
+                total = total + _label(logit, label)
+    if server.series.train.shared_discriminator:
+        gen = torch_generator(server.seed, Stream.DROPOUT, step)
+        total = total + _label(server.discriminator(torch.cat(f_real, 1), gen), 1.0)
+        total = total + _label(server.discriminator(torch.cat(f_fake, 1), gen), 0.0)
+    optimizers = [p.d_opt for p in parties] + [server.opt]
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=True)
+    total.backward()
+    for opt in optimizers:
+        if any(p.grad is not None for g in opt.param_groups for p in g["params"]):
+            opt.step()
+
+
+def _joint_generator_step(parties: list[SeriesParty], server: SeriesServer, step: int) -> None:
+    """The reference's generator step, written out in one graph."""
+    train = server.series.train
+    total = torch.zeros(())
+    features = []
+    for party in parties:
+        fake = party._fake(step)
+        gen = torch_generator(party.private_seed, Stream.DROPOUT, step, FAKE_PASS)
+        disc = party.discriminator
+        features.append(disc.features(fake, gen))
+        if not train.shared_discriminator:
+            total = total + train.local_weight * _label(disc.extractor.head(features[-1], gen), 1.0)
+        for logit in disc.attribute_logits(fake, gen):
+            total = total + _label(logit, 1.0)
+    if train.shared_discriminator:
+        gen = torch_generator(server.seed, Stream.DROPOUT, step, 1)
+        total = total + train.shared_weight * _label(
+            server.discriminator(torch.cat(features, 1), gen), 1.0
+        )
+    for party in parties:
+        party.g_opt.zero_grad(set_to_none=True)
+    total.backward()
+    for party in parties:
+        party.g_opt.step()
+
+
+def _assert_same_parameters(a: list[SeriesParty], b: list[SeriesParty]) -> None:
+    for pa, pb in zip(a, b, strict=True):
+        for module in ("generator", "discriminator"):
+            for (name, x), (_, y) in zip(
+                getattr(pa, module).named_parameters(),
+                getattr(pb, module).named_parameters(),
+                strict=True,
+            ):
+                torch.testing.assert_close(x, y, atol=1e-6, rtol=1e-5, msg=f"{module}.{name}")
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_split_steps_equal_the_joint_objective(shared):
+    settings = _settings(shared)
+    parties, server, schedule = build(settings, _table(), 11, 11 + 100)
+    assert schedule.kind(0) is StepKind.DISCRIMINATOR and schedule.kind(1) is StepKind.GENERATOR
+    ref_parties, ref_server = copy.deepcopy(parties), copy.deepcopy(server)
+    local = LocalVFLGAN(parties, server, schedule, 1)
+    for step in range(4):  # D, G, D, G: the later steps start from trained parameters
+        local.run_block(StepBlock(step, 1))
+        if schedule.kind(step) is StepKind.DISCRIMINATOR:
+            _joint_discriminator_step(ref_parties, ref_server, step)
+        else:
+            _joint_generator_step(ref_parties, ref_server, step)
+        _assert_same_parameters(parties, ref_parties)
+    if shared:
+        for x, y in zip(
+            server.discriminator.parameters(), ref_server.discriminator.parameters(), strict=True
+        ):
+            torch.testing.assert_close(x, y, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_plain_loop_is_the_joint_objective(shared):
+    settings = _settings(shared)
+    parties, server, schedule = build(settings, _table(), 12, 12 + 100)
+    ref_parties, ref_server = copy.deepcopy(parties), copy.deepcopy(server)
+    for step in range(4):
+        kind = schedule.kind(step)
+        plain_step(parties, server, step, kind)
+        if kind is StepKind.DISCRIMINATOR:
+            _joint_discriminator_step(ref_parties, ref_server, step)
+        else:
+            _joint_generator_step(ref_parties, ref_server, step)
+        _assert_same_parameters(parties, ref_parties)
+
+
+def test_a_step_changes_what_it_should_and_nothing_else():
+    parties, server, schedule = build(_settings(), _table(), 1, 1 + 100)
+    local = LocalVFLGAN(parties, server, schedule, 1)
+    g_before = [p.generator_snapshot() for p in parties]
+    d_before = copy.deepcopy(parties[0].discriminator.state_dict())
+    local.run_block(StepBlock(0, 1))  # a discriminator step
+    assert all((p.generator_snapshot() == g).all() for p, g in zip(parties, g_before, strict=True))
+    after = parties[0].discriminator.state_dict()
+    assert any(not torch.equal(d_before[k], after[k]) for k in after)
+    local.run_block(StepBlock(1, 1))  # a generator step
+    assert all((p.generator_snapshot() != g).any() for p, g in zip(parties, g_before, strict=True))
+
+
+def test_without_the_shared_discriminator_the_server_sends_zeros_and_trains_nothing():
+    settings = _settings(shared=False)
+    server = SeriesServer(settings, 2, seed=3)
+    before = [p.detach().clone() for p in server.discriminator.parameters()]
+    feats = [torch.randn(8, 5), torch.randn(8, 5)]
+    g_real, g_fake, _ = server.discriminator_step(0, feats, feats)
+    assert all(float(g.abs().sum()) == 0.0 for g in (*g_real, *g_fake))
+    grads, _ = server.generator_step(feats, 1)
+    assert all(float(g.abs().sum()) == 0.0 for g in grads)
+    assert all(
+        torch.equal(a, b) for a, b in zip(before, server.discriminator.parameters(), strict=True)
+    )
+
+
+def test_the_server_returns_each_partys_slice_of_the_gradient():
+    server = SeriesServer(_settings(), 3, seed=4)
+    feats = [torch.randn(8, 5, requires_grad=False) for _ in range(3)]
+    grads, _ = server.generator_step(feats, 1)
+    assert [tuple(g.shape) for g in grads] == [(8, 5)] * 3
+    # The shared loss reads every party's features, so every slice is non-zero.
+    assert all(float(g.abs().sum()) > 0 for g in grads)
+
+
+def test_every_party_reads_the_same_noise_so_rows_are_whole_series():
+    parties, _, _ = build(_settings(), _table(), 5, 5 + 100)
+    z_a = parties[0].generate(4, draw=9)
+    again = parties[0].generate(4, draw=9)
+    torch.testing.assert_close(z_a, again)
+    other = parties[0].generate(4, draw=10)
+    assert not torch.equal(z_a, other)
+    # Two parties with identical generators would write identical rows from one draw.
+    parties[1].load_generator_snapshot(parties[0].generator_snapshot())
+    torch.testing.assert_close(parties[1].generate(4, draw=9), z_a)
+
+
+def test_the_first_layers_are_every_channels_and_the_extractors():
+    disc = PartyDiscriminator(_settings().series.model, 3, 20, 5)
+    layers = list(disc.first_layers())
+    assert len(layers) == 4
+    assert [layer.in_features for layer in layers] == [20, 20, 20, 60]
+
+
+def test_a_party_refuses_a_block_of_the_wrong_width():
+    with pytest.raises(ValueError, match=r"float32 \(series, 2 \* 20\)"):
+        SeriesParty(_settings(), 2, 20, torch.zeros(8, 30), 0, 0)
+
+
+def test_a_short_run_publishes_series_in_table_order_with_history():
+    table = _table()
+    calls = []
+
+    def evaluate(synthetic):
+        calls.append(synthetic.shape)
+        return {"mean": float(synthetic.mean())}
+
+    result = train_local(_settings(), table, 0, 100, evaluate=evaluate, eval_every=1)
+    assert result.synthetic.shape == table.values.shape
+    assert result.steps == 8  # 32 series // 8 = 4 D steps + 4 G steps
+    assert [h["epoch"] for h in result.history] == [1] and calls == [(32, 4, 20)]
+    parties, _, _ = build(_settings(), table, 0, 0 + 100)
+    fresh = synthesize(parties, table, 5, draw=0)
+    # Channel 2 belongs to party 1 (channels 2, 3): its first channel.
+    torch.testing.assert_close(torch.from_numpy(fresh[:, 2, :]), parties[1].generate(5, 0)[:, :20])
+
+
+def test_the_dp_mechanism_noises_every_first_layer_with_noise_of_its_shape():
+    """Paper 003, Theorem 1: each attribute discriminator's and the extractor's first
+    layer is clipped to C and gets N(0, (2 C sigma)^2) on every coordinate (the
+    reference's DP scripts add one scalar draw instead); later layers are untouched."""
+    from flwr_vflgan.privacy.mechanisms import FirstLayerGaussian, privatize_first_layers
+
+    disc = PartyDiscriminator(_settings().series.model, 3, 20, 5)
+    for p in disc.parameters():
+        p.grad = torch.zeros_like(p)
+    later = disc.attributes[0].out.weight
+    clip, sigma = 0.5, 3.0
+    privatize_first_layers(
+        [disc], FirstLayerGaussian(clip, sigma), torch.Generator().manual_seed(0)
+    )
+    noise = [
+        torch.cat([layer.weight.grad.flatten(), layer.bias.grad.flatten()])
+        for layer in disc.first_layers()
+    ]
+    assert len(noise) == 4
+    for values in noise:
+        assert values.unique().numel() == values.numel()  # full shape, not one draw
+        assert float(values.std()) == pytest.approx(2 * clip * sigma, rel=0.25)
+    everything = torch.cat(noise)
+    assert float(everything.std()) == pytest.approx(2 * clip * sigma, rel=0.05)
+    assert float(later.grad.abs().sum()) == 0.0
+
+
+def test_a_large_first_layer_gradient_is_clipped_to_c_on_its_own():
+    from flwr_vflgan.privacy.mechanisms import FirstLayerGaussian, privatize_first_layers
+
+    disc = PartyDiscriminator(_settings().series.model, 2, 20, 5)
+    for p in disc.parameters():
+        p.grad = torch.full_like(p, 10.0)
+    privatize_first_layers([disc], FirstLayerGaussian(0.5, 0.0), torch.Generator().manual_seed(0))
+    for layer in disc.first_layers():
+        norm = torch.cat([layer.weight.grad.flatten(), layer.bias.grad.flatten()]).norm()
+        assert float(norm) == pytest.approx(0.5, rel=1e-5)
