@@ -25,18 +25,20 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from flwr_vflgan.data.series import load_series
+from flwr_vflgan.runtime.party_data import series_blocks, series_table
 from flwr_vflgan.series.local import build
 from flwr_vflgan.series.plain import plain_step
 
 from .bench_vflgan import inprocess_step_ms
 from .config import RunSpec, to_run_spec
 from .launch import shared_seed_for
+from .series_pipeline import encoded
 
 
 def plain_step_ms(spec: RunSpec, warmup: int, steps: int) -> float:
     """Milliseconds per step of the one-graph loop on ``spec``'s series."""
-    table = load_series(spec.data.source, spec.data.n_parties)
+    raw = series_table(spec.data)
+    table = encoded(raw, [b.encoder for b in series_blocks(spec.data)], raw.values)
     parties, server, schedule = build(spec.algorithm, table, shared_seed_for(spec.seed), spec.seed)
     for step in range(warmup):
         plain_step(parties, server, step, schedule.kind(step))

@@ -130,6 +130,9 @@ class DatasetConfig:
     # Public metadata the encoders are built from instead of the rows: a .json/.yaml file
     # or a bundled name ('adult'); dp=end_to_end uses the dataset's bundled one if unset.
     domain: str | None = None
+    # A file of series in long format (algorithm=vflgan_ts): the time-step column
+    # (id_column names the series; dataset=series_csv sets both).
+    time_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -522,21 +525,23 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             f"algorithm={variant.value} splits the columns among parties: partition.n_parties "
             f"must be >= 2, got {cfg.partition.n_parties}"
         )
-    _check_series(algorithm, str(cfg.dataset.source))
+    _check_series(algorithm, str(cfg.dataset.source), cfg.dataset.get("time_column"))
     output = OutputConfig(**_section(cfg, "output", OutputConfig))
     data = _data_spec(cfg, algorithm, seed)
     evaluation = to_evaluation_config(cfg)
     return RunSpec(algorithm, data, runtime, output, seed, Path(run_dir), evaluation)
 
 
-def _check_series(algorithm: VFLGANConfig, source: str) -> None:
+def _check_series(algorithm: VFLGANConfig, source: str, time_column: str | None) -> None:
     """A series dataset trains with VFLGAN-TS, and VFLGAN-TS only on series."""
-    if algorithm.is_series and not is_series_source(source):
+    series = is_series_source(source) or time_column is not None
+    if algorithm.is_series and not series:
         raise ValueError(
             f"algorithm=vflgan_ts trains on multivariate series; dataset {source!r} is a table: "
-            f"choose a series dataset ({', '.join(sorted(SERIES_DATASETS))}), e.g. dataset=sine6"
+            f"choose a series dataset ({', '.join(sorted(SERIES_DATASETS))}), e.g. dataset=sine6, "
+            "or a long-format file with dataset=series_csv dataset.source=FILE"
         )
-    if is_series_source(source) and not algorithm.is_series:
+    if series and not algorithm.is_series:
         raise ValueError(
             f"dataset {source!r} holds time series, which only algorithm=vflgan_ts trains; "
             f"add algorithm=vflgan_ts (got algorithm={algorithm.variant.value})"
@@ -599,6 +604,7 @@ def _data_spec(cfg: DictConfig, algorithm: VFLGANConfig, seed: int) -> DataSpec:
         importance_split=partition.split if partition.strategy == "importance" else None,
         drop=tuple(dataset.drop or ()),
         domain=domain.to_mapping() if domain is not None else None,
+        time_column=dataset.time_column,
     )
 
 

@@ -22,8 +22,15 @@ from typing import Any
 import numpy as np
 from flwr.serverapp import Grid
 
-from flwr_vflgan.data.series import SeriesTable, load_series, series_long_frame, wide_to_series
+from flwr_vflgan.data.series import (
+    SeriesEncoder,
+    SeriesTable,
+    block_to_channels,
+    series_long_frame,
+    wide_to_series,
+)
 from flwr_vflgan.gan.schedule import describe_length
+from flwr_vflgan.runtime.party_data import PartyEncoder, series_blocks, series_table
 from flwr_vflgan.series.metrics import series_report
 from flwr_vflgan.series.report import SeriesSelection, write_series_report
 from flwr_vflgan.strategies.vflgan import VFLGANResult, VFLGANStrategy
@@ -60,11 +67,13 @@ def run_series(
         raise ValueError(DEPLOYMENT_NOT_BUILT)
     with holding_run(spec):
         started = time.monotonic()
-        table = load_series(spec.data.source, spec.data.n_parties)
-        selection = SeriesSelection(table)
+        table = series_table(spec.data)
+        encoders = [block.encoder for block in series_blocks(spec.data)]
+        selection = SeriesSelection(encoded(table, encoders, table.values))
         result = _train(spec, selection, progress, observer)
         synthetic = wide_to_series(result.synthetic, table.channels, table.length)
-        metrics = _metrics(spec, result, selection.fd(synthetic), time.monotonic() - started)
+        fd = selection.fd(encoded(table, encoders, synthetic).values)
+        metrics = _metrics(spec, result, fd, time.monotonic() - started)
         with published_outputs(spec.run_dir) as out:
             series_long_frame(synthetic, table.channels).to_csv(out / "synthetic.csv", index=False)
             (out / "config.json").write_text(json.dumps(run_config(spec), indent=2))
@@ -72,6 +81,16 @@ def run_series(
                 metrics["series"] = _evaluate(spec, table, synthetic, result.published, out)
             (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=json_default))
         return metrics
+
+
+def encoded(table: SeriesTable, encoders: list[PartyEncoder], values: np.ndarray) -> SeriesTable:
+    """``values`` in the parties' scaled units (what they train and are scored on)."""
+    out = np.empty_like(values)
+    for encoder, held in zip(encoders, table.parties, strict=True):
+        assert isinstance(encoder, SeriesEncoder)  # series_blocks builds them
+        block = encoder.encode(values[:, list(held)])
+        out[:, list(held), :] = block_to_channels(block, len(held))
+    return SeriesTable(out, table.channels, table.parties)
 
 
 def _train(

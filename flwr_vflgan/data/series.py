@@ -212,16 +212,49 @@ class ChannelSpan:
 
 @dataclass(frozen=True)
 class SeriesEncoder:
-    """A party's series block: its channels end to end, the values as they are.
+    """A party's series block: its channels end to end, each channel scaled to [-1, 1]
+    by its own minimum and maximum (a user's file), or as they are (``low`` and ``high``
+    empty: the built-in sine data, which the reference trains on unscaled in
+    [-0.8, 0.8]).
 
-    The reference code trains on the series' own values; the sine data lie in
-    [-0.8, 0.8]. Nothing is fitted on the party's rows, so nothing about them is kept.
+    The scaling is fitted by the party on its own channels (:meth:`fitted`) and never
+    leaves it: the server sees features, and publication decodes at the party.
     """
 
     channels: tuple[str, ...]
     length: int
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
     public: bool = False
     """Built from public metadata (``dp=end_to_end`` asks): not claimed."""
+
+    def __post_init__(self) -> None:
+        if len(self.low) != len(self.high) or len(self.low) not in (0, len(self.channels)):
+            raise ValueError(
+                f"series scaling needs a low and a high per channel ({len(self.channels)}), "
+                f"got {len(self.low)} and {len(self.high)}"
+            )
+
+    @classmethod
+    def fitted(cls, channels: Sequence[str], values: np.ndarray) -> SeriesEncoder:
+        """Min-max scaling of each channel of ``values`` ``(n, C_i, T)``."""
+        low = values.min(axis=(0, 2)).astype(np.float64)
+        high = values.max(axis=(0, 2)).astype(np.float64)
+        return cls(tuple(channels), int(values.shape[2]), tuple(low), tuple(high))
+
+    def _affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per block column: the midpoint and half range (0 and 1 without scaling)."""
+        if not self.low:
+            return np.zeros(1), np.ones(1)
+        low, high = np.asarray(self.low), np.asarray(self.high)
+        half = np.where(high > low, (high - low) / 2, 1.0)
+        return np.repeat((high + low) / 2, self.length), np.repeat(half, self.length)
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        """``(n, C_i, T)`` series as the party's scaled block ``(n, C_i * T)`` float32."""
+        mid, half = self._affine()
+        block = values.reshape(len(values), -1).astype(np.float64)
+        return np.ascontiguousarray(((block - mid) / half).astype(np.float32))
 
     @property
     def output_dim(self) -> int:
@@ -229,9 +262,8 @@ class SeriesEncoder:
         return len(self.channels) * self.length
 
     def transform(self, frame: pd.DataFrame) -> np.ndarray:
-        """A wide table's block (the inverse of :meth:`inverse_transform`)."""
-        values = wide_to_series(frame, self.channels, self.length)
-        return np.ascontiguousarray(values.reshape(len(frame), -1))
+        """A wide table's scaled block (the inverse of :meth:`inverse_transform`)."""
+        return self.encode(wide_to_series(frame, self.channels, self.length))
 
     @property
     def spans(self) -> list[ChannelSpan]:
@@ -239,15 +271,17 @@ class SeriesEncoder:
         return [ChannelSpan(i * self.length, self.length) for i in range(len(self.channels))]
 
     def inverse_transform(self, block: np.ndarray) -> pd.DataFrame:
-        """A block ``(n, C_i * length)`` as a wide table (:func:`wide_columns`)."""
-        width = len(self.channels) * self.length
+        """A scaled block ``(n, C_i * length)`` as a wide table in the data's units
+        (:func:`wide_columns`)."""
+        width = self.output_dim
         if block.ndim != 2 or block.shape[1] != width:
             raise ValueError(
-                f"a block of {len(self.channels)} channels x {self.length} steps has {width} columns, got shape {block.shape}"
+                f"a block of {len(self.channels)} channels x {self.length} steps has {width} "
+                f"columns, got shape {block.shape}"
             )
-        return pd.DataFrame(
-            np.asarray(block, dtype=np.float32), columns=wide_columns(self.channels, self.length)
-        )
+        mid, half = self._affine()
+        values = (np.asarray(block, dtype=np.float64) * half + mid).astype(np.float32)
+        return pd.DataFrame(values, columns=wide_columns(self.channels, self.length))
 
 
 def wide_to_series(frame: pd.DataFrame, channels: Sequence[str], length: int) -> np.ndarray:

@@ -43,7 +43,8 @@ from flwr_vflgan.data.importance import (
 from flwr_vflgan.data.importance import importance_split as split_by_importance
 from flwr_vflgan.data.modes import ModeSpecificEncoder
 from flwr_vflgan.data.schema import ColumnKind, ColumnSpec
-from flwr_vflgan.data.series import SeriesEncoder, is_series_source, load_series
+from flwr_vflgan.data.series import SeriesEncoder, SeriesTable, is_series_source, load_series
+from flwr_vflgan.data.series_files import series_file_table
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,10 @@ class DataSpec:
         category lists; :class:`~flwr_vflgan.data.domain.PublicDomain`). When given, every
         party's encoder is built from it instead of from its rows; ``dp=end_to_end``
         requires it.
+    time_column
+        A user's file of series in long format (VFLGAN-TS): the column of the time step;
+        ``id_column`` names the series (``series`` when unset). Its channels are split
+        ``even`` or ``explicit`` (channel names per party).
     importance_split
         For ``importance`` only (and required there): ``1090``, ``5050`` or ``9010``,
         the share of the features, most important first, that party 0 holds; party 1
@@ -122,6 +127,7 @@ class DataSpec:
     importance_split: ImportanceSplit | None = None
     drop: tuple[str, ...] = ()
     domain: Mapping[str, Any] | None = None
+    time_column: str | None = None
 
     def __post_init__(self) -> None:
         # One party is a valid spec for split classification (GAFM: one non-label party
@@ -331,7 +337,7 @@ def party_block(spec: DataSpec, partition_id: int) -> PartyData:
         raise ValueError(
             f"partition-id {partition_id} is out of range for {spec.n_parties} parties"
         )
-    if is_series_source(spec.source):
+    if is_series_spec(spec):
         return series_block(spec, partition_id)
     dataset, ids = load_full_table(spec)
     columns = split_columns(spec, dataset.schema)[partition_id]
@@ -340,20 +346,59 @@ def party_block(spec: DataSpec, partition_id: int) -> PartyData:
     return encode_block(frame, schema, ids, spec.numeric_scaling, spec.public_domain)
 
 
+def is_series_spec(spec: DataSpec) -> bool:
+    """Whether ``spec`` names series (a built-in series dataset, or a file with
+    ``time_column``) rather than a table."""
+    return is_series_source(spec.source) or spec.time_column is not None
+
+
+def series_table(spec: DataSpec) -> SeriesTable:
+    """The series of a spec, split by channel across its parties."""
+    if is_series_source(spec.source):
+        return load_series(spec.source, spec.n_parties)
+    if spec.partition not in ("even", "explicit"):
+        raise ValueError(
+            f"partition={spec.partition} splits a table's columns; series split their "
+            "channels evenly (partition=even) or by name (partition=explicit)"
+        )
+    assert spec.time_column is not None  # is_series_spec
+    return series_file_table(
+        spec.source,
+        spec.n_parties,
+        id_column=spec.id_column or "series",
+        time_column=spec.time_column,
+        drop=spec.drop,
+        columns=spec.columns if spec.partition == "explicit" else None,
+    )
+
+
 def series_block(spec: DataSpec, partition_id: int) -> PartyData:
-    """Party ``partition_id``'s channels of a built-in series dataset (VFLGAN-TS): its
-    block is the channels end to end (:class:`~flwr_vflgan.data.series.SeriesEncoder`)."""
-    table = load_series(spec.source, spec.n_parties)
-    held = table.parties[partition_id]
+    """Party ``partition_id``'s channels of the spec's series (VFLGAN-TS): its block is
+    its channels end to end (:class:`~flwr_vflgan.data.series.SeriesEncoder`), each
+    channel of a user's file min-max scaled by the party."""
+    return _series_party(series_table(spec), partition_id, scaled=not is_series_source(spec.source))
+
+
+def series_blocks(spec: DataSpec) -> list[PartyData]:
+    """Every party's block of the spec's series, encoded as each party would."""
+    table = series_table(spec)
+    scaled = not is_series_source(spec.source)
+    return [_series_party(table, i, scaled) for i in range(len(table.parties))]
+
+
+def _series_party(table: SeriesTable, partition_id: int, scaled: bool) -> PartyData:
+    held = list(table.parties[partition_id])
     channels = tuple(table.channels[c] for c in held)
-    encoder = SeriesEncoder(channels, table.length)
-    block = table.party_block(partition_id)
+    values = table.values[:, held, :]
+    encoder = (
+        SeriesEncoder.fitted(channels, values) if scaled else SeriesEncoder(channels, table.length)
+    )
     return PartyData(
-        frame=encoder.inverse_transform(block),
+        frame=pd.DataFrame(values.reshape(table.n_series, -1)),
         schema=Schema(tuple(ColumnSpec(name, ColumnKind.CONTINUOUS) for name in channels)),
         ids=pd.Series(range(table.n_series), name="row_id"),
         encoder=encoder,
-        encoded=torch.from_numpy(block),
+        encoded=torch.from_numpy(encoder.encode(values)),
     )
 
 

@@ -228,3 +228,54 @@ def test_an_interrupted_series_run_resumes_to_the_same_series(tmp_path: Path):
     pd.testing.assert_frame_equal(resumed.synthetic, reference.synthetic)
     assert [h["fd"] for h in resumed.history] == [h["fd"] for h in reference.history]
     assert resumed.best_epoch == reference.best_epoch
+
+
+def test_a_users_long_format_file_trains_and_publishes_in_its_own_units(tmp_path: Path):
+    """Two channels of very different scales, split by name; each party scales its own
+    channels, so the published series are back in the file's units."""
+    rng = np.random.default_rng(0)
+    t = np.arange(40)
+    rows = []
+    for k in range(128):
+        amplitude = rng.normal(1.0, 0.2)
+        for step in t:
+            pulse = 70 + 10 * amplitude * np.sin(2 * np.pi * step / 20)
+            pressure = 120 + 30 * amplitude * np.cos(2 * np.pi * step / 10)
+            rows.append(
+                {"patient": f"p{k:03d}", "minute": step, "pulse": pulse, "pressure": pressure}
+            )
+    path = tmp_path / "vitals.csv"
+    pd.DataFrame(rows).sample(frac=1.0, random_state=1).to_csv(path, index=False)
+    out = tmp_path / "run"
+    done = _run(
+        "algorithm=vflgan_ts",
+        "dataset=series_csv",
+        f"dataset.source={path}",
+        "dataset.id_column=patient",
+        "dataset.time_column=minute",
+        "partition=explicit",
+        "partition.columns=[[pressure],[pulse]]",
+        "train.batch_size=32",
+        "train.epochs=2",
+        *SMALL,
+        f"hydra.run.dir={out}",
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    synthetic = pd.read_csv(out / "synthetic.csv")
+    assert list(synthetic.columns) == ["series", "t", "pulse", "pressure"]
+    assert len(synthetic) == 128 * 40
+    # In the file's units: pulse around 70, pressure around 120 (a scaled block would
+    # lie in [-1, 1]).
+    assert 50 < synthetic["pulse"].mean() < 90 and 90 < synthetic["pressure"].mean() < 150
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["series"]["discriminative_score"] >= 0
+
+
+def test_a_bad_series_file_stops_with_one_line(tmp_path: Path):
+    path = tmp_path / "bad.csv"
+    pd.DataFrame({"series": ["a", "a", "b"], "t": [0, 1, 0], "x": [1.0, 2.0, 3.0]}).to_csv(
+        path, index=False
+    )
+    done = _run("algorithm=vflgan_ts", "dataset=series_csv", f"dataset.source={path}")
+    assert done.returncode == 2
+    assert "series 'b' has 1 of the 2 steps" in done.stderr and "Traceback" not in done.stderr
