@@ -33,6 +33,7 @@ from torch.nn.functional import binary_cross_entropy_with_logits
 
 from flwr_vflgan.gan.config import GANSettings
 from flwr_vflgan.gan.schedule import StepKind
+from flwr_vflgan.gan.vflgan import local_seed
 from flwr_vflgan.nn.models import load_module_snapshot, module_snapshot, seeded_init
 from flwr_vflgan.privacy.config import PrivacyPlan
 from flwr_vflgan.privacy.updates import discriminator_update
@@ -118,7 +119,7 @@ class SeriesParty:
         self.series = config.series
         self.data = data
         self.shared_seed = shared_seed
-        self.private_seed = derive_seed(shared_seed, Stream.GUMBEL, 0, party + 1)
+        self.private_seed = local_seed(shared_seed, party)
         model, rates = config.series.model, config.series.train
         with seeded_init(derive_seed(self.private_seed, Stream.INIT)):
             self.generator = PartyGenerators(model, n_channels, length)
@@ -216,7 +217,8 @@ class SeriesParty:
             return local + (f_real * grad_real).sum() + (f_fake * grad_fake).sum()
 
         def row_loss(*_: object) -> torch.Tensor:
-            raise NotImplementedError("VFLGAN-TS has no per-sample DP update")
+            # VFLGANConfig refuses per-sample mechanisms for vflgan_ts: never called.
+            raise RuntimeError("VFLGAN-TS has no per-sample DP update (dp=vflgan_gaussian only)")
 
         self.d_update(self.discriminator, self.d_opt, batch_loss, row_loss, (), step)
         return float(local.detach())
