@@ -446,13 +446,16 @@ def train_marginals(spec: RunSpec, real: Dataset) -> VFLGANResult:
     )
 
 
-def privacy_metrics(spec: RunSpec, result: VFLGANResult) -> dict[str, Any] | None:
+def privacy_metrics(
+    spec: RunSpec, result: VFLGANResult, *, preprocessing: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
     """``metrics.json``'s ``privacy``: the mechanism, what its epsilon covers
     (``guarantee``, ``covers``, ``not_covered``: :mod:`flwr_vflgan.privacy.guarantee`) and
     what each data holder spent (VT-GAN adds ``joint_epsilon``, the guarantee of all its
-    parts' releases together)."""
+    parts' releases together). ``preprocessing``: what the data's preparation read from
+    the private rows outside the mechanism, listed as not covered."""
     dp = spec.algorithm.dp
-    statement = describe_guarantee(spec.algorithm.variant.value, dp)
+    statement = describe_guarantee(spec.algorithm.variant.value, dp, preprocessing=preprocessing)
     if statement is None:
         return None
     joint = result.privacy[0].get("joint_epsilon")

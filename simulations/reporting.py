@@ -146,7 +146,8 @@ class Reporter:
             self._print(
                 f"series       discriminative score {scores['discriminative_score']:.3f} (0 best), "
                 f"cross-party amplitude correlation "
-                f"{scores['cross_party_amplitude_correlation']:.3f}; report.md"
+                f"{scores['cross_party_amplitude_correlation']:.3f} "
+                f"(real {scores['real_cross_party_amplitude_correlation']:.3f}); report.md"
             )
         privacy = metrics.get("privacy")
         if privacy:

@@ -30,6 +30,7 @@ from flwr_vflgan.data.series import (
     wide_to_series,
 )
 from flwr_vflgan.gan.schedule import describe_length
+from flwr_vflgan.privacy.guarantee import SERIES_SCALING
 from flwr_vflgan.runtime.party_data import PartyEncoder, series_blocks, series_table
 from flwr_vflgan.series.metrics import series_report
 from flwr_vflgan.series.report import SeriesSelection, write_series_report
@@ -38,7 +39,7 @@ from flwr_vflgan.strategies.vflgan import VFLGANResult, VFLGANStrategy
 from .config import RunSpec
 from .launch import start_on_runtime, strategy_settings
 from .outputs import holding_run, json_default, published_outputs
-from .pipeline import privacy_metrics, run_config
+from .pipeline import privacy_metrics, privacy_rows, run_config
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -73,12 +74,12 @@ def run_series(
         result = _train(spec, selection, progress, observer)
         synthetic = wide_to_series(result.synthetic, table.channels, table.length)
         fd = selection.fd(encoded(table, encoders, synthetic).values)
-        metrics = _metrics(spec, result, fd, time.monotonic() - started)
+        metrics = _metrics(spec, result, fd, time.monotonic() - started, fitted_scaling(encoders))
         with published_outputs(spec.run_dir) as out:
             series_long_frame(synthetic, table.channels).to_csv(out / "synthetic.csv", index=False)
             (out / "config.json").write_text(json.dumps(run_config(spec), indent=2))
             if spec.output.evaluate:
-                metrics["series"] = _evaluate(spec, table, synthetic, result.published, out)
+                metrics["series"] = _evaluate(spec, table, synthetic, metrics, out)
             (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=json_default))
         return metrics
 
@@ -113,8 +114,22 @@ def _train(
     return result
 
 
-def _metrics(spec: RunSpec, result: VFLGANResult, fd: float, wall_seconds: float) -> dict[str, Any]:
-    """``metrics.json``'s fields (the GAN families' names; ``fd`` is the pooled FD)."""
+def fitted_scaling(encoders: list[PartyEncoder]) -> tuple[str, ...]:
+    """What the parties' series encoders read from their private series: their fitted
+    per-channel scaling (none for the sine data, which trains unscaled)."""
+    fitted = any(isinstance(e, SeriesEncoder) and e.low and not e.public for e in encoders)
+    return (SERIES_SCALING,) if fitted else ()
+
+
+def _metrics(
+    spec: RunSpec,
+    result: VFLGANResult,
+    fd: float,
+    wall_seconds: float,
+    preprocessing: tuple[str, ...],
+) -> dict[str, Any]:
+    """``metrics.json``'s fields (the GAN families' names; ``fd`` is the pooled FD;
+    ``preprocessing`` is listed as not covered by a DP run's epsilon)."""
     return {
         "algorithm": spec.algorithm.variant.value,
         "dataset": spec.data.source,
@@ -133,15 +148,16 @@ def _metrics(spec: RunSpec, result: VFLGANResult, fd: float, wall_seconds: float
         "synthetic_rows": result.synthetic.shape[0],
         "resumed_from_step": result.resumed_from_step,
         "published_generator": result.published,
-        "privacy": privacy_metrics(spec, result),
+        "privacy": privacy_metrics(spec, result, preprocessing=preprocessing),
         "history": result.history,
     }
 
 
 def _evaluate(
-    spec: RunSpec, table: SeriesTable, synthetic: np.ndarray, published: str, out: Path
+    spec: RunSpec, table: SeriesTable, synthetic: np.ndarray, metrics: dict[str, Any], out: Path
 ) -> dict[str, Any]:
-    """The series scores, and ``report.md`` with its plots in ``out``."""
+    """The series scores, and ``report.md`` with its plots in ``out`` (a DP run's rows say
+    what its epsilon covers, as the tabular report's do)."""
     scores = series_report(table.values, synthetic, table.parties, seed=spec.seed)
     write_series_report(
         out,
@@ -156,7 +172,8 @@ def _evaluate(
             "seed": spec.seed,
             "epochs": describe_length(spec.algorithm.train).removeprefix("epochs="),
             "runtime": spec.runtime.kind,
-            "published generator": published,
+            "published generator": metrics["published_generator"],
+            **privacy_rows(metrics["privacy"]),
         },
         plots=spec.evaluation.plots,
     )

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .ts_format import read_ts
 
 SINE6_FREQUENCIES: tuple[float, ...] = (0.01, 0.005, 0.0075, 0.0125, 0.015, 0.0175)
 """Channel frequencies (cycles per step) of the six-attribute sine data, from the
@@ -166,9 +170,25 @@ def sine_table(
     )
 
 
-SERIES_DATASETS: dict[str, int] = {"sine6": 6, "sine2": 2}
-"""The built-in series datasets and their channel counts (paper 003's sine data; generated
-with seed 0, 1,024 series per class, 800 steps)."""
+SERIES_DATASETS: dict[str, int] = {"sine6": 6, "sine2": 2, "basic_motions": 6}
+"""The built-in series datasets and their channel counts: paper 003's sine data (generated
+with seed 0, 1,024 series per class, 800 steps) and BasicMotions (80 real series of a
+smart watch's accelerometer and gyroscope, bundled; :func:`basic_motions_table`)."""
+
+SCALED_SERIES: frozenset[str] = frozenset({"basic_motions"})
+"""Built-in series whose parties scale each channel to [-1, 1] by its own minimum and
+maximum, as for a user's file (the sine data trains unscaled, as the reference does)."""
+
+BASIC_MOTIONS_CHANNELS: tuple[str, ...] = (
+    "accel_x",
+    "accel_y",
+    "accel_z",
+    "gyro_x",
+    "gyro_y",
+    "gyro_z",
+)
+"""BasicMotions' channels in file order: the header names the 3-D accelerometer, then the
+3-D gyroscope (the gyroscope's channels average about 0 in every class)."""
 
 
 def is_series_source(source: str) -> bool:
@@ -176,9 +196,16 @@ def is_series_source(source: str) -> bool:
     return source in SERIES_DATASETS
 
 
+def is_scaled_series(source: str) -> bool:
+    """Whether the parties fit a per-channel min-max scaling on their series of
+    ``source`` (a user's file or a real built-in; not the sine data)."""
+    return source not in SERIES_DATASETS or source in SCALED_SERIES
+
+
 def load_series(source: str, n_parties: int) -> SeriesTable:
     """The built-in series dataset ``source`` with its channels split evenly, in order,
-    across ``n_parties`` (sine6 over 2 parties: 3 channels each, as paper 003).
+    across ``n_parties`` (sine6 over 2 parties: 3 channels each, as paper 003;
+    basic_motions over 2: the accelerometer's party and the gyroscope's).
 
     Raises
     ------
@@ -193,7 +220,29 @@ def load_series(source: str, n_parties: int) -> SeriesTable:
             f"dataset {source!r} has {channels} channels: it splits over 1..{channels} "
             f"parties, not dataset.n_parties={n_parties}"
         )
+    if source == "basic_motions":
+        return basic_motions_table(n_parties)
     return sine_table(channels, n_parties=n_parties)
+
+
+def basic_motions_table(n_parties: int = 2) -> SeriesTable:
+    """BasicMotions from the UEA archive: 80 series (its TRAIN file's 40, then TEST's) of
+    6 channels and 100 steps (10 s at 10 Hz) recorded by a smart watch while four people
+    stood, walked, ran or played badminton; the channels split evenly over ``n_parties``
+    and the activity kept as the label. The bundled files are sktime 1.2.0's copies,
+    gzip-compressed (flwr_vflgan/data/bundled/README.md)."""
+    bundled = resources.files("flwr_vflgan.data") / "bundled"
+    parts = [read_ts(Path(str(bundled / f"BasicMotions_{s}.ts.gz"))) for s in ("TRAIN", "TEST")]
+    values = np.concatenate([part.values for part in parts])
+    names = np.concatenate([part.labels for part in parts if part.labels is not None])
+    classes = sorted(set(names.tolist()))
+    split = np.array_split(np.arange(len(BASIC_MOTIONS_CHANNELS)), n_parties)
+    return SeriesTable(
+        np.ascontiguousarray(values),
+        BASIC_MOTIONS_CHANNELS,
+        tuple(tuple(int(c) for c in held) for held in split),
+        np.asarray([classes.index(name) for name in names]),
+    )
 
 
 def wide_columns(channels: Sequence[str], length: int) -> list[str]:

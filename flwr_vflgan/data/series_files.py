@@ -1,13 +1,25 @@
 """A user's table of multivariate series, read and checked.
 
-The file is in **long format**, the layout series usually come in: one row per series and
-time step, a column naming the series, a column giving the step, and one numeric column
-per channel::
+Three layouts are read. **Long format**, the layout series usually come in: one row per
+series and time step, a column naming the series, a column giving the step, and one
+numeric column per channel::
 
     series,t,heart_rate,blood_pressure,spo2
     p01,0,71,118,0.97
     p01,1,73,121,0.97
     ...
+
+**Wide format**, one row per series: the series' ID column (optional; rows are numbered
+without it) and one column per channel and step, named ``<channel>@<step>``::
+
+    series,heart_rate@0,heart_rate@1,...,spo2@0,spo2@1,...
+
+A file is read as wide when it has no ``dataset.time_column`` and some column is named
+``<channel>@<step>``; then every other column must be the ID or dropped.
+
+**The UEA & UCR archives' ``.ts`` files** (``.ts`` or ``.ts.gz``;
+:mod:`flwr_vflgan.data.ts_format`): channels named ``dim_0``, ``dim_1``, ..., class
+labels left out.
 
 Every series must have the same steps (the same set of ``t`` values), no cell may be
 missing, and every channel must be numeric; each problem is refused with a message that
@@ -17,6 +29,7 @@ which they first appear.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,13 +38,17 @@ import pandas as pd
 
 from ._tables import read_table
 from .series import SeriesTable, check_parties
+from .ts_format import read_ts
+
+WIDE_COLUMN = re.compile(r"^(?P<channel>.+)@(?P<step>\d+)$")
+"""A wide file's series column: ``<channel>@<step>`` (the project's own wide layout)."""
 
 
 def read_series_file(
     path: str | Path, *, id_column: str, time_column: str, drop: Sequence[str] = ()
 ) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:
-    """The series of a long-format file: ``(values (n, C, T) float32, channel names,
-    series IDs)``, channels in file order.
+    """The series of a long-format, wide-format or ``.ts`` file: ``(values (n, C, T)
+    float32, channel names, series IDs)``, channels in file order.
 
     Raises
     ------
@@ -40,12 +57,46 @@ def read_series_file(
         values; a series repeats a step or lacks one another series has; fewer than two
         series or two steps.
     """
-    frame = read_table(Path(path), na_values=("", "NA", "NaN", "nan", "?"))
+    path = Path(path)
+    if path.name.endswith((".ts", ".ts.gz")):
+        return _ts_file(path, drop)
+    frame = read_table(path, na_values=("", "NA", "NaN", "nan", "?"))
     frame = frame.drop(columns=[c for c in drop if c in frame.columns])
+    if time_column not in frame.columns and any(WIDE_COLUMN.match(str(c)) for c in frame.columns):
+        values, channels, ids = _wide(frame, path, id_column)
+    else:
+        values, channels, ids = _long(frame, path, id_column, time_column)
+    if values.shape[0] < 2 or values.shape[2] < 2:
+        raise ValueError(
+            f"{path} holds {values.shape[0]} series of {values.shape[2]} steps; need >= 2 of >= 2"
+        )
+    return values, channels, ids
+
+
+def _ts_file(path: Path, drop: Sequence[str]) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:
+    """A ``.ts`` file's series; ``drop`` may name channels (``dim_<j>``)."""
+    values = read_ts(path).values
+    names = [f"dim_{j}" for j in range(values.shape[1])]
+    kept = [j for j, name in enumerate(names) if name not in drop]
+    if not kept:
+        raise ValueError(f"dataset.drop leaves none of the channels of {path}: {names}")
+    values = np.ascontiguousarray(values[:, kept])
+    if values.shape[0] < 2 or values.shape[2] < 2:
+        raise ValueError(
+            f"{path} holds {values.shape[0]} series of {values.shape[2]} steps; need >= 2 of >= 2"
+        )
+    return values, tuple(names[j] for j in kept), np.arange(len(values))
+
+
+def _long(
+    frame: pd.DataFrame, path: Path, id_column: str, time_column: str
+) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:
+    """A long-format table's series (module docstring)."""
     for role, name in (("dataset.id_column", id_column), ("dataset.time_column", time_column)):
         if name not in frame.columns:
             raise ValueError(
-                f"{role}={name!r} is not a column of {path}; its columns: {list(frame.columns)}"
+                f"{role}={name!r} is not a column of {path}; its columns: {list(frame.columns)} "
+                "(a wide file names its series columns <channel>@<step>)"
             )
     channels = [c for c in frame.columns if c not in (id_column, time_column)]
     if not channels:
@@ -69,14 +120,58 @@ def read_series_file(
             f"series {str(short.index[0])!r} has {short.iloc[0]} of the {len(steps)} steps the file "
             "holds: every series needs every step (fill or cut the series to one length)"
         )
-    if len(ids) < 2 or len(steps) < 2:
-        raise ValueError(f"{path} holds {len(ids)} series of {len(steps)} steps; need >= 2 of >= 2")
     ordered = frame.set_index([id_column, time_column]).loc[
         pd.MultiIndex.from_product([ids, steps])
     ]
     values = ordered[channels].to_numpy(dtype=np.float32)
     values = values.reshape(len(ids), len(steps), len(channels)).transpose(0, 2, 1)
     return np.ascontiguousarray(values), tuple(str(c) for c in channels), ids
+
+
+def _wide(
+    frame: pd.DataFrame, path: Path, id_column: str
+) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:
+    """A wide-format table's series (module docstring)."""
+    steps: dict[str, list[int]] = {}
+    for column in frame.columns:
+        if column == id_column:
+            continue
+        match = WIDE_COLUMN.match(str(column))
+        if match is None:
+            raise ValueError(
+                f"{path} is read as wide (no {id_column!r}/time column pair, columns named "
+                f"<channel>@<step>), but column {column!r} is neither the ID nor a series column: "
+                "leave it out with dataset.drop"
+            )
+        steps.setdefault(match["channel"], []).append(int(match["step"]))
+    first, *_ = steps.values()
+    for channel, held in steps.items():
+        if sorted(held) != sorted(first) or len(set(held)) != len(held):
+            raise ValueError(
+                f"channel {channel!r} of {path} has steps {sorted(held)[:5]}..., another has "
+                f"{sorted(first)[:5]}...: every channel needs each step once"
+            )
+    order = sorted(first)
+    names = [f"{channel}@{step}" for channel in steps for step in order]
+    _check_channels(frame, names)
+    ids = _wide_ids(frame, path, id_column)
+    values = frame[names].to_numpy(dtype=np.float32).reshape(len(frame), len(steps), len(order))
+    return np.ascontiguousarray(values), tuple(steps), ids
+
+
+def _wide_ids(frame: pd.DataFrame, path: Path, id_column: str) -> np.ndarray:
+    if id_column not in frame.columns:
+        return np.arange(len(frame))
+    ids = frame[id_column]
+    if ids.isna().any():
+        raise ValueError(f"{path}: the series ID {id_column!r} is missing in some rows")
+    repeated = ids[ids.duplicated()]
+    if len(repeated):
+        raise ValueError(
+            f"series {str(repeated.iloc[0])!r} has more than one row of {path}: a wide file "
+            "holds one row per series"
+        )
+    return ids.to_numpy()
 
 
 def _check_channels(frame: pd.DataFrame, channels: Sequence[str]) -> None:
@@ -106,7 +201,8 @@ def series_file_table(
     drop: Sequence[str] = (),
     columns: Sequence[Sequence[str]] | None = None,
 ) -> SeriesTable:
-    """A long-format file as a :class:`SeriesTable`: channels split evenly and in order
+    """A series file (any layout of :func:`read_series_file`) as a
+    :class:`SeriesTable`: channels split evenly and in order
     across ``n_parties``, or as ``columns`` lists them (channel names per party).
 
     Raises

@@ -66,6 +66,11 @@ class Guarantee(StrEnum):
 
 _ENCODERS = "the encoders (numeric statistics, modes and category lists fitted on the private rows)"
 _SELECTION = "the choice of the published epoch by its Frechet distance to the real table"
+SERIES_SCALING = (
+    "each party's per-channel minimum and maximum (the scaling to [-1, 1] is fitted on its "
+    "private series, and the published series are decoded with it)"
+)
+"""Not covered for VFLGAN-TS on data its parties scale (a user's file, a real built-in)."""
 
 
 @dataclass(frozen=True)
@@ -99,16 +104,21 @@ class GuaranteeStatement:
         return f"{self.guarantee.value}: {self.covers}; not covered: {'; '.join(self.not_covered)}"
 
 
-def describe_guarantee(variant: str, dp: DPConfig) -> GuaranteeStatement | None:
+def describe_guarantee(
+    variant: str, dp: DPConfig, *, preprocessing: tuple[str, ...] = ()
+) -> GuaranteeStatement | None:
     """What ``dp``'s epsilon covers for algorithm ``variant`` (``None`` without DP).
 
     Parameters
     ----------
     variant
         The algorithm (``algorithm.variant``: ``vflgan``, ``vflgan_base``, ``wgan_gp``,
-        ``vtgan``, ``ctgan``).
+        ``vtgan``, ``ctgan``, ``vflgan_ts``).
     dp
         The run's DP settings.
+    preprocessing
+        What the run's data preparation read from the private rows beyond what the
+        variant's statement already lists (:data:`SERIES_SCALING` for scaled series).
 
     Raises
     ------
@@ -118,9 +128,10 @@ def describe_guarantee(variant: str, dp: DPConfig) -> GuaranteeStatement | None:
     if not dp.enabled:
         return None
     statement = _statement(variant, dp.mechanism)
-    if dp.select_by_fd:
+    extra = (*preprocessing, *((_SELECTION,) if dp.select_by_fd else ()))
+    if extra:
         statement = GuaranteeStatement(
-            statement.guarantee, statement.covers, (*statement.not_covered, _SELECTION)
+            statement.guarantee, statement.covers, (*statement.not_covered, *extra)
         )
     return statement
 

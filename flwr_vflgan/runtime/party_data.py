@@ -43,7 +43,13 @@ from flwr_vflgan.data.importance import (
 from flwr_vflgan.data.importance import importance_split as split_by_importance
 from flwr_vflgan.data.modes import ModeSpecificEncoder
 from flwr_vflgan.data.schema import ColumnKind, ColumnSpec
-from flwr_vflgan.data.series import SeriesEncoder, SeriesTable, is_series_source, load_series
+from flwr_vflgan.data.series import (
+    SeriesEncoder,
+    SeriesTable,
+    is_scaled_series,
+    is_series_source,
+    load_series,
+)
 from flwr_vflgan.data.series_files import series_file_table
 
 logger = logging.getLogger(__name__)
@@ -375,14 +381,14 @@ def series_table(spec: DataSpec) -> SeriesTable:
 def series_block(spec: DataSpec, partition_id: int) -> PartyData:
     """Party ``partition_id``'s channels of the spec's series (VFLGAN-TS): its block is
     its channels end to end (:class:`~flwr_vflgan.data.series.SeriesEncoder`), each
-    channel of a user's file min-max scaled by the party."""
-    return _series_party(series_table(spec), partition_id, scaled=not is_series_source(spec.source))
+    channel of a user's file or of a real built-in min-max scaled by the party."""
+    return _series_party(series_table(spec), partition_id, scaled=is_scaled_series(spec.source))
 
 
 def series_blocks(spec: DataSpec) -> list[PartyData]:
     """Every party's block of the spec's series, encoded as each party would."""
     table = series_table(spec)
-    scaled = not is_series_source(spec.source)
+    scaled = is_scaled_series(spec.source)
     return [_series_party(table, i, scaled) for i in range(len(table.parties))]
 
 

@@ -706,7 +706,9 @@ def series_report(
     dict
         ``discriminative_score``, ``predictive_score`` (absent with fewer than 2
         channels), ``cross_party_amplitude_correlation`` and
-        ``within_party_amplitude_correlation`` (of the synthetic series),
+        ``within_party_amplitude_correlation`` (of the synthetic series), the same of the
+        real series (``real_cross_party_amplitude_correlation``,
+        ``real_within_party_amplitude_correlation``),
         ``channel_wasserstein`` and ``channel_autocorrelation_difference`` (lists, one
         value per channel) and ``mean_channel_wasserstein``.
 
@@ -726,6 +728,7 @@ def series_report(
     _check_parties(parties, real.shape[1])
     _check_seed(seed)
     correlation = amplitude_correlation(synthetic, parties)
+    real_correlation = amplitude_correlation(real, parties)
     distances = channel_distances(real, synthetic)
     report: dict[str, float | list[float]] = {
         "discriminative_score": discriminative_score(real, synthetic, seed=seed, epochs=epochs)
@@ -736,6 +739,8 @@ def series_report(
         {
             "cross_party_amplitude_correlation": correlation["cross_party"],
             "within_party_amplitude_correlation": correlation["within_party"],
+            "real_cross_party_amplitude_correlation": real_correlation["cross_party"],
+            "real_within_party_amplitude_correlation": real_correlation["within_party"],
             "channel_wasserstein": distances["wasserstein"],
             "channel_autocorrelation_difference": distances["autocorrelation"],
             "mean_channel_wasserstein": float(np.mean(distances["wasserstein"])),

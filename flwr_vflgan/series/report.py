@@ -102,8 +102,8 @@ def write_series_report(
         "",
         "discriminative_score: |accuracy - 0.5| of a classifier telling real from synthetic",
         "(0 best). predictive_score: MAE on the real series of a next-step model trained on",
-        "the synthetic ones. Amplitude correlations are of the synthetic series' fitted sine",
-        "amplitudes (the sine data's real value is 1). See docs/series.md.",
+        "the synthetic ones. Amplitude correlations are of the series' fitted sine amplitudes,",
+        "synthetic beside real (the real_ rows; the sine data's is 1). See docs/series.md.",
         "",
     ]
     lines += [f"![{name}]({name})" for name in figures]

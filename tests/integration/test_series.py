@@ -183,11 +183,46 @@ def test_dpvflgan_ts_accounts_each_partys_first_layers_jointly_and_says_what_it_
     assert privacy["mechanism"] == "vflgan_gaussian" and privacy["guarantee"] == "first_layer"
     assert "attribute discriminator" in privacy["covers"]
     assert any("shared discriminator" in item for item in privacy["not_covered"])
+    # The sine data trains unscaled: no fitted scaling to leave out.
+    assert not any("minimum and maximum" in item for item in privacy["not_covered"])
     # 3 channels per party: 3 attribute discriminators and the extractor, one account;
     # 8 steps of which 4 are discriminator steps (n_critic = 1).
     assert [(p["parts"], p["steps"]) for p in privacy["parties"]] == [(4, 4), (4, 4)]
     assert 0 < privacy["epsilon"] <= 10.0
     assert "privacy      epsilon covers first_layer" in done.stdout
+
+
+def test_basic_motions_under_dp_names_the_parties_fitted_scaling_as_not_covered(
+    tmp_path: Path,
+):
+    """The bundled real series train end to end; their parties fit a per-channel scaling
+    on their private series, which a DP run's metrics.json, console and report.md list
+    among what its epsilon does not cover."""
+    done = _run(
+        "algorithm=vflgan_ts",
+        "dataset=basic_motions",
+        "dp=vflgan_gaussian",
+        "dp.target_epsilon=10",
+        "train.max_steps=4",
+        "train.eval_every=1",
+        "evaluation.plots=false",
+        *SMALL,
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    scaling = "each party's per-channel minimum and maximum"
+    assert any(item.startswith(scaling) for item in metrics["privacy"]["not_covered"])
+    assert scaling in done.stdout
+    report = (tmp_path / "report.md").read_text()
+    assert "| not covered by epsilon |" in report and scaling in report
+    assert "| dp guarantee | first_layer" in report
+    synthetic = pd.read_csv(tmp_path / "synthetic.csv")
+    assert list(synthetic.columns)[2:] == ["accel_x", "accel_y", "accel_z"] + [
+        f"gyro_{a}" for a in "xyz"
+    ]
+    assert len(synthetic) == 80 * 100
+    assert 0 <= metrics["series"]["real_cross_party_amplitude_correlation"] <= 1
 
 
 def test_an_interrupted_series_run_resumes_to_the_same_series(tmp_path: Path):

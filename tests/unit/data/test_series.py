@@ -122,6 +122,40 @@ def test_the_builtin_series_split_over_the_requested_parties():
         load_series("sine9", 2)
 
 
+BASIC_MOTIONS_SHA256 = {
+    "TRAIN": "8dc43cc6306cb679c888c01e26f91772ac4441a916da43bac8b79734a538b9d6",
+    "TEST": "79213102bc6fca1a398ad98ce1185dff0208fa3d1465e687f48288946b0ff8dc",
+}
+"""sktime 1.2.0's BasicMotions_{TRAIN,TEST}.ts (flwr_vflgan/data/bundled/README.md)."""
+
+
+def test_basic_motions_is_sktimes_file_split_accelerometer_and_gyroscope():
+    import gzip
+    import hashlib
+    from importlib import resources
+
+    from flwr_vflgan.data.series import is_scaled_series, is_series_source, load_series
+
+    bundled = resources.files("flwr_vflgan.data") / "bundled"
+    for part, digest in BASIC_MOTIONS_SHA256.items():
+        raw = gzip.decompress((bundled / f"BasicMotions_{part}.ts.gz").read_bytes())
+        assert hashlib.sha256(raw).hexdigest() == digest
+    table = load_series("basic_motions", 2)
+    assert is_series_source("basic_motions") and is_scaled_series("basic_motions")
+    assert not is_scaled_series("sine6") and is_scaled_series("/data/my.csv")
+    assert table.values.shape == (80, 6, 100) and table.values.dtype == np.float32
+    assert table.channels[:3] == ("accel_x", "accel_y", "accel_z")
+    assert table.parties == ((0, 1, 2), (3, 4, 5))
+    assert table.labels is not None and np.bincount(table.labels).tolist() == [20, 20, 20, 20]
+    # The gyroscope's channels average about 0 in every activity; the accelerometer's
+    # do not while running (the order the channel names claim).
+    for label in range(4):
+        assert np.abs(table.values[table.labels == label, 3:].mean(axis=(0, 2))).max() < 0.15
+    running = np.abs(table.values[table.labels == 1, :3].mean(axis=(0, 2)))
+    assert running.max() > 2.0
+    assert load_series("basic_motions", 3).parties == ((0, 1), (2, 3), (4, 5))
+
+
 def test_the_series_encoder_round_trips_a_block_through_the_wide_table():
     from flwr_vflgan.data.series import SeriesEncoder, wide_columns
 

@@ -74,6 +74,26 @@ def test_choosing_the_epoch_by_fd_is_listed_as_not_covered() -> None:
     assert "Frechet distance" in chosen.not_covered[-1]
 
 
+def test_the_series_scaling_is_listed_before_the_epoch_choice_when_fitted() -> None:
+    """VFLGAN-TS's statement names its own holes; a party's fitted scaling is added by
+    the caller that knows the data (a user's file, basic_motions), not for the sine data."""
+    from flwr_vflgan.privacy.guarantee import SERIES_SCALING
+    from flwr_vflgan.runtime.party_data import series_blocks
+    from flwr_vflgan.simulations.series_pipeline import fitted_scaling
+
+    sine = series_blocks(DataSpec(source="sine2", n_parties=2))
+    motions = series_blocks(DataSpec(source="basic_motions", n_parties=2))
+    assert fitted_scaling([b.encoder for b in sine]) == ()
+    assert fitted_scaling([b.encoder for b in motions]) == (SERIES_SCALING,)
+    dp = _dp("vflgan_gaussian", select_by_fd=True)
+    plain = describe_guarantee("vflgan_ts", dp)
+    scaled = describe_guarantee("vflgan_ts", dp, preprocessing=(SERIES_SCALING,))
+    assert plain is not None and scaled is not None
+    assert not any("minimum and maximum" in item for item in plain.not_covered)
+    assert scaled.not_covered == (*plain.not_covered[:-1], SERIES_SCALING, plain.not_covered[-1])
+    assert SERIES_SCALING in scaled.sentence()
+
+
 def test_no_dp_no_guarantee_and_unknown_pairs_refused() -> None:
     assert describe_guarantee("vflgan", DPConfig()) is None
     with pytest.raises(ValueError, match="algorithm 'vtgan' does not run with dp=vflgan_gaussian"):

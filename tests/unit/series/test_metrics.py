@@ -290,6 +290,8 @@ def test_series_report_has_every_metric():
         "predictive_score",
         "cross_party_amplitude_correlation",
         "within_party_amplitude_correlation",
+        "real_cross_party_amplitude_correlation",
+        "real_within_party_amplitude_correlation",
         "channel_wasserstein",
         "channel_autocorrelation_difference",
         "mean_channel_wasserstein",
@@ -300,6 +302,17 @@ def test_series_report_has_every_metric():
         np.mean(report["channel_wasserstein"])
     )
     assert report["cross_party_amplitude_correlation"] > 0.99
+    assert report["real_cross_party_amplitude_correlation"] > 0.99
+
+
+def test_series_report_reads_the_real_correlation_from_the_real_series():
+    """The real_ correlations are the real series', not the synthetic's: synthetic series
+    whose parties' amplitudes are independent score low beside a real 1."""
+    real = _sines(64, seed=44, length=200)
+    synthetic = _sines(64, seed=45, length=200, shared_amplitude=False)
+    report = series_report(real, synthetic, [[0, 1, 2], [3, 4, 5]], seed=0, epochs=1)
+    assert report["real_cross_party_amplitude_correlation"] > 0.99
+    assert report["cross_party_amplitude_correlation"] < 0.5
 
 
 def test_series_report_without_predictive_score_for_one_channel():
