@@ -36,6 +36,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,12 @@ from omegaconf import DictConfig, OmegaConf
 from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data.domain import PublicDomain, bundled_domain
 from flwr_vflgan.privacy.audit import draw_canaries, membership_scores, one_run_audit
-from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
+from flwr_vflgan.runtime.party_data import all_blocks, is_series_spec, load_full_table
 from flwr_vflgan.simulations.audit_config import (
     SCORES,
     SPLIT_DISCRIMINATORS,
     AuditConfig,
+    AuditGame,
     audit_config,
     audit_header,
     audit_seed,
@@ -94,32 +96,30 @@ def audit_tables(
 
 def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, Any]:
     """Draw, train (or reuse a finished run), score and bound; writes ``audit.json`` and
-    ``audit.md`` into ``audit_dir`` and returns what ``audit.json`` holds."""
-    chosen = scorers(spec, audit)
+    ``audit.md`` into ``audit_dir`` and returns what ``audit.json`` holds. Series
+    (``algorithm=vflgan_ts``) play the game of
+    :mod:`~flwr_vflgan.simulations.series_audit`, tables :func:`table_game`'s."""
+    series = is_series_spec(spec.data)
+    scorers(spec, audit, series)  # a refused score leaves no directory behind
     audit_dir.mkdir(parents=True, exist_ok=True)
     with run_directory_lock(audit_dir):
-        kept, canaries, included = audit_tables(spec, audit)
-        table = pd.concat([kept, canaries[included]], ignore_index=True)
-        order = np.random.default_rng(audit.seed if audit.seed is not None else spec.seed)
-        table = table.iloc[order.permutation(len(table))].reset_index(drop=True)
-        train = training_spec(spec, audit_dir, table)  # refuses another audit's directory
-        marked = canaries.assign(_included=included)
-        write_atomically(
-            audit_dir / "canaries.parquet",
-            lambda p: marked.to_parquet(p, index=False),
-            suffix=".parquet",
-        )
-        metrics = finished_metrics(train) or run_experiment(train)
+        if series:
+            from flwr_vflgan.simulations.series_audit import series_game
+
+            game = series_game(spec, audit, audit_dir)
+        else:
+            game = table_game(spec, audit, audit_dir)
+        metrics = finished_metrics(game.train) or run_experiment(game.train)
         delta = audit.delta if audit.delta is not None else spec.algorithm.dp.delta
         results = {
             name: one_run_audit(
-                score(train, canaries, kept), included, audit.guesses, delta, audit.confidence
+                score(), game.included, audit.guesses, delta, audit.confidence
             ).to_dict()
-            for name, score in chosen.items()
+            for name, score in game.scores.items()
         }
         summary = {
             **audit_header(spec, metrics, audit.scheme),
-            "train_rows": len(table),
+            "train_rows": game.rows,
             "audits": results,
             "fd": metrics.get("fd"),
         }
@@ -131,21 +131,47 @@ def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, A
     return summary
 
 
+def table_game(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> AuditGame:
+    """The one-run game on a table: canaries drawn from the columns' ranges
+    (:func:`audit_tables`), the training table written to ``train.parquet`` and the
+    canaries with their coins to ``canaries.parquet``."""
+    chosen = scorers(spec, audit)
+    kept, canaries, included = audit_tables(spec, audit)
+    table = pd.concat([kept, canaries[included]], ignore_index=True)
+    order = np.random.default_rng(audit.seed if audit.seed is not None else spec.seed)
+    table = table.iloc[order.permutation(len(table))].reset_index(drop=True)
+    train = training_spec(spec, audit_dir, table)  # refuses another audit's directory
+    marked = canaries.assign(_included=included)
+    write_atomically(
+        audit_dir / "canaries.parquet",
+        lambda p: marked.to_parquet(p, index=False),
+        suffix=".parquet",
+    )
+    return AuditGame(
+        train,
+        len(table),
+        included,
+        {name: partial(score, train, canaries, kept) for name, score in chosen.items()},
+    )
+
+
 Scorer = Callable[[RunSpec, pd.DataFrame, pd.DataFrame], np.ndarray]
 
 
-def scorers(spec: RunSpec, audit: AuditConfig) -> dict[str, Scorer]:
-    """The scores to audit, by name: ``audit.scores``, or every one the algorithm has.
+def scorers(spec: RunSpec, audit: AuditConfig, series: bool = False) -> dict[str, Scorer]:
+    """The scores to audit a table by, by name: ``audit.scores``, or every one the
+    algorithm has (``series``: only checks that the series game can score them).
 
     Raises
     ------
     ValueError
-        ``critic`` was asked for an algorithm without split discriminators.
+        ``critic`` was asked for an algorithm without VFLGAN's tabular split
+        discriminators.
     """
-    has_critic = spec.algorithm.variant in SPLIT_DISCRIMINATORS
+    has_critic = spec.algorithm.variant in SPLIT_DISCRIMINATORS and not series
     if audit.scores is not None and "critic" in audit.scores and not has_critic:
         raise ValueError(
-            f"audit.scores=[critic] reads VFLGAN's split discriminators; algorithm="
+            f"audit.scores=[critic] reads VFLGAN's tabular split discriminators; algorithm="
             f"{spec.algorithm.variant.value} has none: use audit.scores=[table]"
         )
     wanted = audit.scores or (SCORES if has_critic else ("table",))

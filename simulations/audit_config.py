@@ -3,6 +3,7 @@ the rows kept and the training tables they write beside the audit."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -254,12 +255,7 @@ def table_spec(spec: RunSpec, path: Path, table: pd.DataFrame, run_dir: Path) ->
         canaries, rows or seed): the runs beside it belong to that table.
     """
     dataset, _ = load_full_table(spec.data)
-    if path.exists() and not pd.read_parquet(path).equals(table):
-        raise FileExistsError(
-            f"{path.parent} holds an audit of another training table (other canaries, rows "
-            "or seed): give this audit a new hydra.run.dir"
-        )
-    write_atomically(path, lambda p: table.to_parquet(p, index=False), suffix=".parquet")
+    write_training_table(path, table)
     kinds = {c.name: c.kind.value for c in dataset.schema.columns}
     data = replace(
         spec.data,
@@ -270,6 +266,36 @@ def table_spec(spec: RunSpec, path: Path, table: pd.DataFrame, run_dir: Path) ->
         drop=(),
     )
     return replace(spec, data=data, run_dir=run_dir)
+
+
+def write_training_table(path: Path, table: pd.DataFrame) -> None:
+    """Write an audit's training table to ``path`` (Parquet), atomically.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` holds a training table that differs from ``table`` (another audit's
+        canaries, rows or seed): the runs beside it belong to that table.
+    """
+    if path.exists() and not pd.read_parquet(path).equals(table):
+        raise FileExistsError(
+            f"{path.parent} holds an audit of another training table (other canaries, rows "
+            "or seed): give this audit a new hydra.run.dir"
+        )
+    write_atomically(path, lambda p: table.to_parquet(p, index=False), suffix=".parquet")
+
+
+@dataclass(frozen=True)
+class AuditGame:
+    """One run of the one-run audit, drawn: the run that trains on the kept rows and the
+    included canaries, each canary's coin, and the membership scores it can be judged by
+    (each called once the run has finished)."""
+
+    train: RunSpec
+    rows: int
+    """Rows (or series) trained on: the kept ones and the included canaries."""
+    included: np.ndarray
+    scores: dict[str, Callable[[], np.ndarray]]
 
 
 def load_newest(state: Any, directory: Path, prefix: str) -> None:

@@ -220,11 +220,24 @@ def membership_scores(
     if missing:
         raise ValueError(f"the synthetic table lacks columns {missing} of the audited table")
     encoder = FeatureEncoder(schema).fit(pd.concat([reference, canaries, synthetic[schema.names]]))
-    points = encoder.transform(canaries)
+    return nearest_ratio_scores(
+        encoder.transform(canaries),
+        encoder.transform(synthetic[schema.names]),
+        encoder.transform(reference),
+    )
 
-    def nearest(rows: pd.DataFrame) -> np.ndarray:
-        search = NearestNeighbors(n_neighbors=1).fit(encoder.transform(rows))
+
+def nearest_ratio_scores(
+    points: np.ndarray, synthetic: np.ndarray, reference: np.ndarray
+) -> np.ndarray:
+    """Each point's ``log(d_ref / d_syn)``, the distances Euclidean to its nearest row of
+    ``synthetic`` and of ``reference`` (rows already encoded: :func:`membership_scores`
+    for tables, :func:`~flwr_vflgan.simulations.series_audit.series_membership_scores`
+    for series)."""
+
+    def nearest(rows: np.ndarray) -> np.ndarray:
+        search = NearestNeighbors(n_neighbors=1).fit(rows)
         return search.kneighbors(points)[0][:, 0]
 
     tiny = 1e-9  # a copy is at distance 0: its score is large and finite
-    return np.log((nearest(reference) + tiny) / (nearest(synthetic[schema.names]) + tiny))
+    return np.log((nearest(reference) + tiny) / (nearest(synthetic) + tiny))

@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from audit_command import run_audit
 
@@ -81,3 +82,54 @@ def test_an_audit_directory_of_another_table_is_refused(tmp_path: Path):
     assert "holds an audit of another training table" in other.stderr
     # The first audit's tables are left as they were.
     assert {p.name: p.read_bytes() for p in tmp_path.glob("*.parquet")} == before
+
+
+SERIES = (
+    "algorithm=vflgan_ts",
+    "dataset=sine2",
+    "train.epochs=2",
+    "audit.train_rows=100",
+    "audit.canaries=40",
+    "audit.guesses=[5,10]",
+    "series.model.generator_hidden=16",
+    "series.model.attribute_hidden=[8,4]",
+    "series.model.extractor_hidden=[4]",
+    "series.model.shared_hidden=[8,4]",
+    "model.feature_dim=8",
+)
+
+
+def test_a_series_audit_trains_on_the_included_real_series_and_bounds_the_table_score(
+    tmp_path: Path,
+):
+    from flwr_vflgan.data.series import load_series
+    from flwr_vflgan.data.series_files import read_series_file
+
+    done = run_audit(tmp_path, *SERIES, "dp=vflgan_gaussian", "dp.target_epsilon=10")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "audit.json").read_text())
+    assert summary["algorithm"] == "vflgan_ts" and set(summary["audits"]) == {"table"}
+    assert summary["guarantee"] == "first_layer" and 0 < summary["claimed_epsilon"] <= 10
+    canaries = pd.read_parquet(tmp_path / "canaries.parquet")
+    included = canaries.groupby("series", sort=False)["_included"].first().to_numpy()
+    assert len(included) == 40 and 0 < included.sum() < 40
+    train, channels, _ = read_series_file(
+        tmp_path / "train.parquet", id_column="series", time_column="t"
+    )
+    assert len(train) == 100 + included.sum() == summary["train_rows"]
+    # The canaries are series of the dataset, and exactly the included ones trained.
+    real = load_series("sine2", 2).values.reshape(2048, -1)
+    flat = canaries.drop(columns=["series", "t", "_included"]).to_numpy(np.float32)
+    canary_series = flat.reshape(40, 800, 2).transpose(0, 2, 1).reshape(40, -1)
+    trained = {row.tobytes() for row in train.reshape(len(train), -1)}
+    assert all((real == row).all(axis=1).any() for row in canary_series)
+    assert [row.tobytes() in trained for row in canary_series] == included.tolist()
+    result = summary["audits"]["table"]
+    assert result["canaries"] == 40 and result["epsilon_lower_bound"] >= 0
+    assert channels == ("x11", "x21") and "table epsilon >= " in done.stdout
+    # A white-box critic score is refused before anything is written.
+    critic = run_audit(tmp_path / "critic", *SERIES, "audit.scores=[critic]")
+    assert critic.returncode == 2 and "use audit.scores=[table]" in critic.stderr
+    assert not (tmp_path / "critic" / "train.parquet").exists()
+    many = run_audit(tmp_path / "many", *SERIES[:-6], "audit.canaries=2048", "audit.guesses=[5]")
+    assert many.returncode == 2 and "choose at most 2047" in many.stderr
