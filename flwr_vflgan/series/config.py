@@ -32,6 +32,12 @@ class SeriesModelConfig:
     generator_hidden
         Hidden width of each channel generator's LSTM cell (one step over the noise,
         then a linear map to the series length).
+    generator_basis
+        ``None`` (the reference): the linear map writes every step of the series on its
+        own. ``K``: it writes the coefficients of the ``K`` slowest cosines of the
+        series' orthonormal DCT-II basis instead, so the channel is smooth by
+        construction (no content above ``K / (2 length)`` cycles per step). Must not
+        exceed the series length (checked when the models are built).
     attribute_hidden
         Hidden widths of each channel's attribute discriminator (``length -> ... -> 1``).
     extractor_hidden
@@ -50,6 +56,7 @@ class SeriesModelConfig:
 
     noise_dim: int = 32
     generator_hidden: int = 256
+    generator_basis: int | None = None
     attribute_hidden: tuple[int, ...] = (128, 64)
     extractor_hidden: tuple[int, ...] = (128, 64)
     shared_hidden: tuple[int, ...] = (256, 64)
@@ -62,6 +69,11 @@ class SeriesModelConfig:
             value = getattr(self, name)
             if not is_int(value) or value <= 0:
                 raise ValueError(f"series.model.{name} must be a positive integer, got {value!r}")
+        basis = self.generator_basis
+        if basis is not None and (not is_int(basis) or basis <= 0):
+            raise ValueError(
+                f"series.model.generator_basis must be a positive integer or null, got {basis!r}"
+            )
         for name in ("attribute_hidden", "extractor_hidden", "shared_hidden"):
             _positive_ints(f"series.model.{name}", getattr(self, name))
         if not 0.0 <= self.dropout < 1.0:

@@ -18,6 +18,7 @@ message (the protocol's apply half) drops the same units.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -26,17 +27,48 @@ from torch import nn
 from .config import SeriesModelConfig
 
 
-class ChannelGenerator(nn.Module):
-    """Noise ``(B, noise_dim)`` to one channel ``(B, length)``."""
+def cosine_basis(size: int, length: int) -> torch.Tensor:
+    """The ``size`` slowest functions of the orthonormal DCT-II basis on ``length``
+    steps, ``(size, length)``: row ``k`` is ``c_k cos(pi k (t + 1/2) / length)``,
+    ``c_0 = sqrt(1 / length)``, ``c_k = sqrt(2 / length)``.
 
-    def __init__(self, noise_dim: int, hidden: int, length: int) -> None:
+    Raises
+    ------
+    ValueError
+        ``size`` is not in ``1 .. length``.
+    """
+    if not 1 <= size <= length:
+        raise ValueError(
+            f"series.model.generator_basis={size} must be between 1 and the series length {length}"
+        )
+    t = torch.arange(length, dtype=torch.float64)
+    k = torch.arange(size, dtype=torch.float64)[:, None]
+    basis = torch.cos(math.pi * k * (t + 0.5) / length) * math.sqrt(2.0 / length)
+    basis[0] /= math.sqrt(2.0)
+    return basis.float()
+
+
+class ChannelGenerator(nn.Module):
+    """Noise ``(B, noise_dim)`` to one channel ``(B, length)``: an LSTM cell's one step,
+    then a linear map to every step (``basis=None``, the reference) or to the
+    coefficients of the ``basis`` slowest cosines (:func:`cosine_basis`), scaled so that
+    a step's output starts with the same variance as the per-step map's."""
+
+    def __init__(self, noise_dim: int, hidden: int, length: int, basis: int | None = None) -> None:
         super().__init__()
         self.cell = nn.LSTMCell(noise_dim, hidden)
-        self.out = nn.Linear(hidden, length)
+        self.out = nn.Linear(hidden, length if basis is None else basis)
+        self.basis: torch.Tensor | None
+        if basis is None:
+            self.basis = None
+        else:
+            scaled = cosine_basis(basis, length) * math.sqrt(length / basis)
+            self.register_buffer("basis", scaled, persistent=False)  # a constant: no state
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         hidden, _ = self.cell(z)
-        return self.out(hidden)
+        out = self.out(hidden)
+        return out if self.basis is None else out @ self.basis
 
 
 class PartyGenerators(nn.Module):
@@ -45,7 +77,9 @@ class PartyGenerators(nn.Module):
     def __init__(self, config: SeriesModelConfig, n_channels: int, length: int) -> None:
         super().__init__()
         self.channels = nn.ModuleList(
-            ChannelGenerator(config.noise_dim, config.generator_hidden, length)
+            ChannelGenerator(
+                config.noise_dim, config.generator_hidden, length, config.generator_basis
+            )
             for _ in range(n_channels)
         )
 
