@@ -77,8 +77,10 @@ def parse_ts(lines: Iterable[str], *, name: str = "the .ts file") -> TsSeries:
             in_data = _header_line(line, tags, name, number)
             continue
         fields = line.split(":")
-        if tags.get("classlabel", "false").split()[0].lower() == "true":
+        if (tags.get("classlabel") or "false").split()[0].lower() == "true":
             labels.append(fields.pop().strip())
+        if not fields:
+            raise ValueError(f"{name}, line {number}: a series line without values")
         series.append([_channel(field, name, number) for field in fields])
     if not in_data:
         raise ValueError(f"{name} has no @data line: it is not a .ts file")

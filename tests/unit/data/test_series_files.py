@@ -202,6 +202,8 @@ def test_a_ts_file_reads_its_channels_and_drop_names_them(tmp_path):
         (TS.replace("@data\n", ""), r"line 9: data before the @data line"),
         (TS.split("@data")[0], r"has no @data line"),
         (TS.split("@data")[0] + "@data\n", r"holds no series"),
+        (TS.replace("7,8,9:1.5,-2,0:down", "down"), r"line 11: a series line without values"),
+        (TS.replace("@classLabel true up down", "@classLabel"), r"line 10: 'up' is not a number"),
     ],
 )
 def test_a_bad_ts_file_is_refused_with_the_line_named(tmp_path, text, match):
