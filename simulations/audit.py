@@ -100,7 +100,7 @@ def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, A
     (``algorithm=vflgan_ts``) play the game of
     :mod:`~flwr_vflgan.simulations.series_audit`, tables :func:`table_game`'s."""
     series = is_series_spec(spec.data)
-    scorers(spec, audit, series)  # a refused score leaves no directory behind
+    chosen = scorers(spec, audit, series)  # a refused score leaves no directory behind
     audit_dir.mkdir(parents=True, exist_ok=True)
     with run_directory_lock(audit_dir):
         if series:
@@ -108,7 +108,7 @@ def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, A
 
             game = series_game(spec, audit, audit_dir)
         else:
-            game = table_game(spec, audit, audit_dir)
+            game = table_game(spec, audit, audit_dir, chosen)
         metrics = finished_metrics(game.train) or run_experiment(game.train)
         delta = audit.delta if audit.delta is not None else spec.algorithm.dp.delta
         results = {
@@ -131,11 +131,13 @@ def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, A
     return summary
 
 
-def table_game(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> AuditGame:
-    """The one-run game on a table: canaries drawn from the columns' ranges
-    (:func:`audit_tables`), the training table written to ``train.parquet`` and the
-    canaries with their coins to ``canaries.parquet``."""
-    chosen = scorers(spec, audit)
+def table_game(
+    spec: RunSpec, audit: AuditConfig, audit_dir: Path, chosen: dict[str, Scorer]
+) -> AuditGame:
+    """The one-run game on a table, judged by the scores ``chosen`` (:func:`scorers`):
+    canaries drawn from the columns' ranges (:func:`audit_tables`), the training table
+    written to ``train.parquet`` and the canaries with their coins to
+    ``canaries.parquet``."""
     kept, canaries, included = audit_tables(spec, audit)
     table = pd.concat([kept, canaries[included]], ignore_index=True)
     order = np.random.default_rng(audit.seed if audit.seed is not None else spec.seed)

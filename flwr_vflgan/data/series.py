@@ -116,6 +116,13 @@ def check_parties(parties: Sequence[Sequence[int]], n_channels: int) -> None:
         raise ValueError(f"channels {missing} are held by no party")
 
 
+def even_parties(n_channels: int, n_parties: int) -> tuple[tuple[int, ...], ...]:
+    """Channels ``0 .. n_channels - 1`` split evenly and in order over ``n_parties``
+    (the first parties take one more when it does not divide)."""
+    split = np.array_split(np.arange(n_channels), n_parties)
+    return tuple(tuple(int(c) for c in held) for held in split)
+
+
 def block_to_channels(block: np.ndarray, n_channels: int) -> np.ndarray:
     """Inverse of :meth:`SeriesTable.party_block` for one party: ``(n, C_i, T)``."""
     if block.ndim != 2 or block.shape[1] % n_channels:
@@ -161,11 +168,11 @@ def sine_table(
     waves = np.sin(2 * np.pi * np.array(SINE6_FREQUENCIES[:n_channels])[:, None] * steps)
     values = (amplitude[:, None, None] * waves[None]).astype(np.float32)
     order = rng.permutation(len(labels))
-    split = np.array_split(np.arange(n_channels), n_parties)
+    parties = even_parties(n_channels, n_parties)
     return SeriesTable(
         values[order],
-        tuple(f"x{p + 1}{j + 1}" for p, held in enumerate(split) for j in range(len(held))),
-        tuple(tuple(int(c) for c in held) for held in split),
+        tuple(f"x{p + 1}{j + 1}" for p, held in enumerate(parties) for j in range(len(held))),
+        parties,
         labels[order],
     )
 
@@ -236,11 +243,10 @@ def basic_motions_table(n_parties: int = 2) -> SeriesTable:
     values = np.concatenate([part.values for part in parts])
     names = np.concatenate([part.labels for part in parts if part.labels is not None])
     classes = sorted(set(names.tolist()))
-    split = np.array_split(np.arange(len(BASIC_MOTIONS_CHANNELS)), n_parties)
     return SeriesTable(
         np.ascontiguousarray(values),
         BASIC_MOTIONS_CHANNELS,
-        tuple(tuple(int(c) for c in held) for held in split),
+        even_parties(len(BASIC_MOTIONS_CHANNELS), n_parties),
         np.asarray([classes.index(name) for name in names]),
     )
 

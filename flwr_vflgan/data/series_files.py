@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ._tables import read_table
-from .series import SeriesTable, check_parties
+from .series import SeriesTable, check_parties, even_parties
 from .ts_format import read_ts
 
 WIDE_COLUMN = re.compile(r"^(?P<channel>.+)@(?P<step>\d+)$")
@@ -219,8 +219,7 @@ def series_file_table(
             raise ValueError(
                 f"{len(channels)} channels cannot be split over partition.n_parties={n_parties}"
             )
-        split = np.array_split(np.arange(len(channels)), n_parties)
-        parties = tuple(tuple(int(c) for c in held) for held in split)
+        parties = even_parties(len(channels), n_parties)
     else:
         unknown = sorted({n for held in columns for n in held} - set(channels))
         if unknown:
