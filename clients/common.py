@@ -22,7 +22,7 @@ from flwr_vflgan.privacy import BudgetExceededError
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.faults import pause_for_message
-from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_file
+from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_file, series_party_file
 from flwr_vflgan.runtime.rng import Stream, derive_seed
 
 log = logging.getLogger(__name__)
@@ -59,12 +59,15 @@ def guarded(
         )
 
 
-def data_key(context: Context, data_spec: str, partition_id: int) -> str:
+def data_key(context: Context, data_spec: str, partition_id: int, series: bool = False) -> str:
     """Where a party's data comes from: its own file (``node_config`` data-path, a
-    deployment) or its block of the server's data spec (``data_spec``, JSON; simulation)."""
+    deployment; a series file when the run trains on ``series``) or its block of the
+    server's data spec (``data_spec``, JSON; simulation)."""
     path = context.node_config.get(P.NODE_DATA_PATH)
     if path:
         source: dict[str, object] = {"file": str(path)}
+        if series:
+            source["series"] = True
         scaling = json.loads(data_spec).get("numeric_scaling") if data_spec else None
         if scaling not in (None, "standard"):  # the run's encoding (dataset.numeric_scaling)
             source["numeric_scaling"] = scaling
@@ -92,7 +95,9 @@ def load_cached(
         cache.move_to_end(key)
         return cache[key]
     source = json.loads(key)
-    if "file" in source:
+    if "file" in source and source.get("series"):
+        data = series_party_file(source["file"], source.get("rows"))
+    elif "file" in source:
         scaling = source.get("numeric_scaling", "standard")
         data = party_file(source["file"], scaling, source.get("rows"))
     else:
@@ -216,8 +221,9 @@ class PartyTables:
         return load_cached(self._cache, key, self._block, self._size)
 
     def for_setup(
-        self, context: Context, data_spec: str, partition_id: int
+        self, context: Context, data_spec: str, partition_id: int, series: bool = False
     ) -> tuple[str, PartyData]:
-        """The key and table a party reads at setup (``data_spec``: the setup message's)."""
-        key = data_key(context, data_spec, partition_id)
+        """The key and table a party reads at setup (``data_spec``: the setup message's;
+        ``series``: a deployed party reads its file as series)."""
+        key = data_key(context, data_spec, partition_id, series)
         return key, self.load(key)

@@ -23,6 +23,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data.files import domain_sidecar
+from flwr_vflgan.data.series import SeriesEncoder
 from flwr_vflgan.gan.config import GANSettings
 from flwr_vflgan.gan.exchanges import (
     party_apply_block,
@@ -33,6 +34,7 @@ from flwr_vflgan.gan.exchanges import (
 from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.gan.vflgan import PartyTrainer
 from flwr_vflgan.privacy import BudgetExceededError, Mechanism, PrivacyPlan, plan_privacy
+from flwr_vflgan.privacy.guarantee import SERIES_SCALING
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError, tensors_to_record
@@ -113,7 +115,9 @@ class VFLGANClient:
         config_json = setup.algorithm
         config = VFLGANConfig.from_dict(json.loads(config_json))
         partition_id = node_partition_id(context)
-        data_key, data = self._tables.for_setup(context, setup.data_spec, partition_id)
+        data_key, data = self._tables.for_setup(
+            context, setup.data_spec, partition_id, series=config.is_series
+        )
         shared_seed = node_shared_seed(context, setup.run_seed)
         checkpoint_dir = party_checkpoint_dir(context, setup.checkpoint_root, partition_id)
         privacy = _privacy_meta(context, config, data, setup)
@@ -341,6 +345,8 @@ class VFLGANClient:
             if privacy and trainer.privacy
             else None
         )
+        if spent and isinstance(data.encoder, SeriesEncoder) and data.encoder.reads_private:
+            spent["preprocessing"] = [SERIES_SCALING]  # outside the epsilon: say so
         return GenerateReply(
             buffer.getvalue(), request.n_rows, json.dumps(spent) if spent else ""
         ).to_content()

@@ -10,7 +10,9 @@ config does (:func:`~flwr_vflgan.runtime.party_data.split_columns`). Writes
 ``party-<i>.<csv|parquet>`` (a ``row_id`` column, then party ``i``'s columns),
 ``party-<i>.schema.json`` and ``manifest.json`` into ``export.out_dir``, then prints the
 ``flower-supernode`` command of every party and the ``flwr run`` command of the server
-(see ``docs/deployment.md``). For split classification (``algorithm=gafm`` and its
+(see ``docs/deployment.md``). Series (``algorithm=vflgan_ts``) go out wide: ``party-<i>``
+holds a ``series`` ID and the party's ``<channel>@<step>`` columns, with
+``party-<i>.domain.json`` where its scaling is public rather than fitted. For split classification (``algorithm=gafm`` and its
 baselines) the parties get the feature columns only and the label goes to
 ``labels.csv`` for the label party (the server), whose ``flwr run`` command names it.
 """
@@ -33,9 +35,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data import write_party_files
+from flwr_vflgan.data.files import domain_sidecar, write_series_party_files
+from flwr_vflgan.data.series import SeriesEncoder
 from flwr_vflgan.gafm.data import feature_columns, spec_labels
 from flwr_vflgan.runtime import protocol as P
-from flwr_vflgan.runtime.party_data import DataSpec, load_full_table, split_columns
+from flwr_vflgan.runtime.party_data import (
+    DataSpec,
+    is_series_spec,
+    load_full_table,
+    series_blocks,
+    series_table,
+    split_columns,
+)
 from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import ExportConfig, _section, register_configs, to_run_spec
 
@@ -58,6 +69,8 @@ class ExportResult:
     columns: list[list[str]]
     labels_file: Path | None = None
     """Split classification: the label party's ``labels.csv`` (row ID, label)."""
+    id_column: str = ID_COLUMN
+    """The files' ID column (``series`` for series)."""
 
 
 def export_parties(data: DataSpec, export: ExportConfig, label_party: bool = False) -> ExportResult:
@@ -101,6 +114,8 @@ def export_parties(data: DataSpec, export: ExportConfig, label_party: bool = Fal
             f"export.out_dir {out_dir} exists and is not empty; choose another folder or "
             "pass export.overwrite=true to replace its contents"
         )
+    if is_series_spec(data):
+        return _export_series(data, export, out_dir)
     dataset, ids = load_full_table(data)
     columns = feature_columns(data) if label_party else split_columns(data, dataset.schema)
     data_files = write_party_files(
@@ -128,6 +143,30 @@ def export_parties(data: DataSpec, export: ExportConfig, label_party: bool = Fal
         schema_files=[out_dir / f"party-{i}.schema.json" for i in range(len(columns))],
         manifest=out_dir / "manifest.json",
         columns=columns,
+    )
+
+
+def _export_series(data: DataSpec, export: ExportConfig, out_dir: Path) -> ExportResult:
+    """VFLGAN-TS's party files: each party's channels, wide (``series``, then
+    ``<channel>@<step>``), with its public bounds where its scaling is not fitted."""
+    table = series_table(data)
+    blocks = series_blocks(data)
+    parties = []
+    for held, block in zip(table.parties, blocks, strict=True):
+        assert isinstance(block.encoder, SeriesEncoder)  # series_blocks builds them
+        parties.append((table.values[:, list(held), :], block.encoder))
+    files = write_series_party_files(
+        data.source, parties, out_dir, file_format=export.format, overwrite=export.overwrite
+    )
+    return ExportResult(
+        dataset=data.source,
+        n_rows=table.n_series,
+        out_dir=out_dir,
+        data_files=files,
+        schema_files=[domain_sidecar(f) for f in files if domain_sidecar(f).is_file()],
+        manifest=out_dir / "manifest.json",
+        columns=[[table.channels[c] for c in held] for held in table.parties],
+        id_column="series",
     )
 
 
@@ -179,6 +218,23 @@ def flwr_run_command(overrides: list[str]) -> str:
     return f"flwr run . <federation> --run-config {shlex.quote(run_config)}"
 
 
+def written_lines(result: ExportResult) -> list[str]:
+    """What was written: the dataset, and each party's file and the files beside it."""
+    series = result.id_column == "series"
+    lines = [
+        f"flwr-vflgan: wrote {result.dataset} ({result.n_rows} "
+        f"{'series' if series else 'rows'}) for {len(result.data_files)} parties "
+        f"to {result.out_dir}",
+    ]
+    for i, data_file in enumerate(result.data_files):
+        held = f"{len(result.columns[i])} {'channels' if series else 'columns'}"
+        lines.append(f"  party {i}: {data_file}  ({held} + {result.id_column})")
+        lines += [
+            f"           {s}" for s in result.schema_files if s.name.startswith(f"party-{i}.")
+        ]
+    return lines
+
+
 def report(
     result: ExportResult,
     export: ExportConfig,
@@ -189,22 +245,15 @@ def report(
     """Print the files written and the commands that start the deployment."""
     n_parties = len(result.data_files)
     host = export.superlink.rpartition(":")[0]
-    lines = [
-        f"flwr-vflgan: wrote {result.dataset} ({result.n_rows} rows) for {n_parties} parties "
-        f"to {result.out_dir}",
-    ]
-    for i, (data_file, schema_file) in enumerate(
-        zip(result.data_files, result.schema_files, strict=True)
-    ):
-        lines.append(f"  party {i}: {data_file}  ({len(result.columns[i])} columns + {ID_COLUMN})")
-        lines.append(f"           {schema_file}")
+    lines = written_lines(result)
     if result.labels_file is not None:
         lines.append(f"  labels (the label party's, i.e. the server's, only): {result.labels_file}")
         overrides = [*overrides, f"gafm.labels_path={result.labels_file}"]
     lines += [
         f"  manifest: {result.manifest}",
         "",
-        "Give each party its own data file and schema file (and nothing else).",
+        "Give each party its own data file and the files beside it named above (and nothing",
+        "else).",
         "All parties must use one secret shared-seed that the server never learns; choose it",
         "yourselves or use this freshly generated one, and pass it to the parties privately:",
         f"  {shared_seed}",

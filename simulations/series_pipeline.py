@@ -3,12 +3,14 @@ published, scored and written to the run directory.
 
 The parties train through VFLGAN's strategy and party client (the same forward/apply
 exchange; :mod:`flwr_vflgan.series.training` supplies the party's and the server's
-halves), so ``runtime=inprocess`` and ``runtime=simulation`` both run it, and
+halves), so every runtime runs it, and
 ``train.steps_per_exchange``, checkpoints and resumption behave as for VFLGAN.
 
 Outputs: ``synthetic.csv`` (long format: ``series``, ``t`` and one column per channel),
 ``metrics.json``, ``config.json`` and, when evaluated, ``report.md`` with ``series.png``
-and ``amplitudes.png``.
+and ``amplitudes.png``. On real nodes (``runtime=deployment``, ``flwr run``) each party
+reads its own series file (``python -m simulations.export_parties algorithm=vflgan_ts``
+writes them).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +32,8 @@ from flwr_vflgan.data.series import (
     series_long_frame,
     wide_to_series,
 )
+from flwr_vflgan.data.series_files import wide_layout
 from flwr_vflgan.gan.schedule import describe_length
-from flwr_vflgan.privacy.guarantee import SERIES_SCALING
 from flwr_vflgan.runtime.party_data import PartyEncoder, series_blocks, series_table
 from flwr_vflgan.series.metrics import series_report
 from flwr_vflgan.series.report import SeriesSelection, write_series_report
@@ -43,10 +46,33 @@ from .pipeline import privacy_metrics, privacy_rows, run_config
 
 Progress = Callable[[dict[str, Any]], None]
 
-DEPLOYMENT_NOT_BUILT = (
-    "algorithm=vflgan_ts runs with runtime=inprocess or runtime=simulation; on real nodes "
-    "each party would read its own series file, which is not built yet"
+ALIGN_NOT_BUILT = (
+    "runtime.align_ids=true aligns tables by ID; VFLGAN-TS's parties must hold the same "
+    "series in the same order (give every party file the same series IDs in one order)"
 )
+
+
+@dataclass(frozen=True)
+class RealSeries:
+    """What the server reads of the real series when it may (a simulation's data spec,
+    or ``output.evaluate=true``): the table, the parties' encoders, the selection score."""
+
+    table: SeriesTable
+    encoders: list[PartyEncoder]
+    selection: SeriesSelection
+
+    @classmethod
+    def of(cls, spec: RunSpec) -> RealSeries | None:
+        """``None`` on real nodes without evaluation: there the server reads no data."""
+        if spec.runtime.kind == "deployment" and not spec.output.evaluate:
+            return None
+        table = series_table(spec.data)
+        encoders = [block.encoder for block in series_blocks(spec.data)]
+        return cls(table, encoders, SeriesSelection(encoded(table, encoders, table.values)))
+
+    def fd(self, synthetic: np.ndarray) -> float:
+        """The pooled FD of ``(n, C, T)`` synthetic series in the parties' units."""
+        return self.selection.fd(encoded(self.table, self.encoders, synthetic).values)
 
 
 def run_series(
@@ -59,27 +85,34 @@ def run_series(
     """Train VFLGAN-TS on ``spec``'s series, publish, score and write the run directory
     (held throughout); returns what ``metrics.json`` holds.
 
+    On real nodes (``runtime=deployment``) each party reads its own series file and the
+    server reads no data unless ``output.evaluate=true``; the published channels and
+    length then come from the parties' columns.
+
     Raises
     ------
     ValueError
-        ``runtime=deployment`` or a grid from ``flwr run`` (not built for series yet).
+        ``runtime.align_ids=true`` (not built for series).
     """
-    if spec.runtime.kind == "deployment" or grid is not None:
-        raise ValueError(DEPLOYMENT_NOT_BUILT)
+    if spec.runtime.align_ids:
+        raise ValueError(ALIGN_NOT_BUILT)
     with holding_run(spec):
         started = time.monotonic()
-        table = series_table(spec.data)
-        encoders = [block.encoder for block in series_blocks(spec.data)]
-        selection = SeriesSelection(encoded(table, encoders, table.values))
-        result = _train(spec, selection, progress, observer)
-        synthetic = wide_to_series(result.synthetic, table.channels, table.length)
-        fd = selection.fd(encoded(table, encoders, synthetic).values)
-        metrics = _metrics(spec, result, fd, time.monotonic() - started, fitted_scaling(encoders))
+        real = RealSeries.of(spec)
+        result = _train(spec, real, progress, observer, grid)
+        channels, length = (
+            (real.table.channels, real.table.length)
+            if real is not None
+            else wide_layout(result.synthetic.columns)
+        )
+        synthetic = wide_to_series(result.synthetic, channels, length)
+        fd = real.fd(synthetic) if real is not None else None
+        metrics = _metrics(spec, result, fd, time.monotonic() - started)
         with published_outputs(spec.run_dir) as out:
-            series_long_frame(synthetic, table.channels).to_csv(out / "synthetic.csv", index=False)
+            series_long_frame(synthetic, channels).to_csv(out / "synthetic.csv", index=False)
             (out / "config.json").write_text(json.dumps(run_config(spec), indent=2))
-            if spec.output.evaluate:
-                metrics["series"] = _evaluate(spec, table, synthetic, metrics, out)
+            if spec.output.evaluate and real is not None:
+                metrics["series"] = _evaluate(spec, real.table, synthetic, metrics, out)
             (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=json_default))
         return metrics
 
@@ -96,37 +129,37 @@ def encoded(table: SeriesTable, encoders: list[PartyEncoder], values: np.ndarray
 
 def _train(
     spec: RunSpec,
-    selection: SeriesSelection,
+    real: RealSeries | None,
     progress: Progress | None,
     observer: Callable | None,
+    grid: Grid | None,
 ) -> VFLGANResult:
-    """VFLGAN's strategy over the spec's runtime, the pooled FD picking the epoch."""
+    """VFLGAN's strategy over the spec's runtime (or ``grid``), the pooled FD picking the
+    epoch where the server holds the real series and evaluates."""
     checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
+    deployed = spec.runtime.kind == "deployment"
     strategy = VFLGANStrategy(
         spec.algorithm,
-        evaluate_fn=selection if spec.output.evaluate else None,
+        evaluate_fn=real.selection if real is not None and spec.output.evaluate else None,
         publish_rows=spec.output.publish_rows,
         checkpoint_dir=checkpoints,
-        party_checkpoint_root=checkpoints,
+        party_checkpoint_root=None if deployed else checkpoints,
         **strategy_settings(spec, progress),
     )
-    result: VFLGANResult = start_on_runtime(strategy, spec, observer=observer)
+    result: VFLGANResult = start_on_runtime(strategy, spec, grid=grid, observer=observer)
     return result
 
 
-def fitted_scaling(encoders: list[PartyEncoder]) -> tuple[str, ...]:
-    """What the parties' series encoders read from their private series: their fitted
-    per-channel scaling (none for the sine data, which trains unscaled)."""
-    fitted = any(isinstance(e, SeriesEncoder) and e.low and not e.public for e in encoders)
-    return (SERIES_SCALING,) if fitted else ()
+def reported_preprocessing(result: VFLGANResult) -> tuple[str, ...]:
+    """What the parties report their data's preparation read from their private series
+    outside the mechanism (a DP run's publication replies: a fitted per-channel scaling,
+    :data:`~flwr_vflgan.privacy.guarantee.SERIES_SCALING`), each named once."""
+    named = [item for party in result.privacy for item in party.get("preprocessing", ())]
+    return tuple(dict.fromkeys(named))
 
 
 def _metrics(
-    spec: RunSpec,
-    result: VFLGANResult,
-    fd: float,
-    wall_seconds: float,
-    preprocessing: tuple[str, ...],
+    spec: RunSpec, result: VFLGANResult, fd: float | None, wall_seconds: float
 ) -> dict[str, Any]:
     """``metrics.json``'s fields (the GAN families' names; ``fd`` is the pooled FD;
     ``preprocessing`` is listed as not covered by a DP run's epsilon)."""
@@ -148,7 +181,7 @@ def _metrics(
         "synthetic_rows": result.synthetic.shape[0],
         "resumed_from_step": result.resumed_from_step,
         "published_generator": result.published,
-        "privacy": privacy_metrics(spec, result, preprocessing=preprocessing),
+        "privacy": privacy_metrics(spec, result, preprocessing=reported_preprocessing(result)),
         "history": result.history,
     }
 

@@ -11,15 +11,17 @@ re-exported here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
@@ -29,6 +31,7 @@ from flwr_vflgan.data.alignment import AlignmentError, check_aligned, id_digest
 from flwr_vflgan.data.domain import PublicDomain
 from flwr_vflgan.data.registry import Dataset, numbers_from_text
 from flwr_vflgan.data.schema import Schema, infer_schema
+from flwr_vflgan.data.series import SeriesEncoder, wide_columns
 
 __all__ = [
     "AlignmentError",
@@ -37,6 +40,7 @@ __all__ = [
     "id_digest",
     "load_party_file",
     "write_party_files",
+    "write_series_party_files",
 ]
 
 logger = logging.getLogger(__name__)
@@ -115,15 +119,7 @@ def write_party_files(
     party_columns = _check_parts(dataset.schema, parts)
     id_series = _id_series(ids, dataset.n_rows, id_column)
     target = Path(out_dir)
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"out_dir {target} exists and is not a folder")
-    if target.is_dir() and any(target.iterdir()) and not overwrite:
-        raise FileExistsError(
-            f"out_dir {target} exists and is not empty; pass overwrite=True to replace it"
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
+    with _staged(target, overwrite) as staging:
         manifest_parties = []
         for party, columns in enumerate(party_columns):
             entry = _write_party(dataset, columns, party, id_series, staging, file_format)
@@ -142,12 +138,102 @@ def write_party_files(
             "parties": manifest_parties,
         }
         _write_json(staging / "manifest.json", manifest)
+    logger.info("wrote %d party files for %s to %s", len(party_columns), dataset.name, target)
+    return [target / entry["file"] for entry in manifest_parties]
+
+
+@contextlib.contextmanager
+def _staged(target: Path, overwrite: bool) -> Iterator[Path]:
+    """A fresh folder beside ``target`` to write into; renamed to ``target`` (replacing
+    it) when the block succeeds, removed when it fails.
+
+    Raises
+    ------
+    ValueError
+        ``target`` is a file.
+    FileExistsError
+        ``target`` is a non-empty folder and ``overwrite`` is false.
+    """
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"out_dir {target} exists and is not a folder")
+    if target.is_dir() and any(target.iterdir()) and not overwrite:
+        raise FileExistsError(
+            f"out_dir {target} exists and is not empty; pass overwrite=True to replace it"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        yield staging
         _move_into_place(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    logger.info("wrote %d party files for %s to %s", len(party_columns), dataset.name, target)
-    return [target / entry["file"] for entry in manifest_parties]
+
+
+def write_series_party_files(
+    name: str,
+    parties: Sequence[tuple[np.ndarray, SeriesEncoder]],
+    out_dir: str | os.PathLike[str],
+    *,
+    file_format: Literal["csv", "parquet"] = "csv",
+    overwrite: bool = False,
+) -> list[Path]:
+    """Write one wide series file per party, all-or-nothing (VFLGAN-TS on real nodes).
+
+    ``parties``: each party's series ``(n, C_i, T)`` and its encoder. Party ``i`` gets
+    ``party-<i>.<csv|parquet>``: a ``series`` ID column (``0 .. n-1``, the same at every
+    party) and one column per channel and step, ``<channel>@<step>``; where its encoder
+    is not fitted on its rows (public bounds, or the sine data's identity scaling) also
+    ``party-<i>.domain.json`` with those bounds, so the party encodes exactly as a
+    simulated run does. ``manifest.json`` lists the files and channels.
+
+    Raises
+    ------
+    ValueError
+        The parties hold different numbers of series, or ``file_format`` is unknown.
+    FileExistsError
+        ``out_dir`` is not empty and ``overwrite`` is false.
+    """
+    if file_format not in ("csv", "parquet"):
+        raise ValueError(f"file_format must be 'csv' or 'parquet', got {file_format!r}")
+    counts = {len(values) for values, _ in parties}
+    if len(counts) != 1:
+        raise ValueError(f"the parties hold different numbers of series: {sorted(counts)}")
+    target = Path(out_dir)
+    with _staged(target, overwrite) as staging:
+        entries = []
+        for party, (values, encoder) in enumerate(parties):
+            entries.append(_write_series_party(values, encoder, party, staging, file_format))
+        manifest = {
+            "manifest_version": MANIFEST_VERSION,
+            "dataset": name,
+            "n_rows": counts.pop(),
+            "id_column": "series",
+            "file_format": file_format,
+            "parties": entries,
+        }
+        _write_json(staging / "manifest.json", manifest)
+    return [target / entry["file"] for entry in entries]
+
+
+def _write_series_party(
+    values: np.ndarray,
+    encoder: SeriesEncoder,
+    party: int,
+    folder: Path,
+    file_format: Literal["csv", "parquet"],
+) -> dict[str, Any]:
+    columns = wide_columns(encoder.channels, encoder.length)
+    frame = pd.DataFrame(values.reshape(len(values), -1), columns=columns)
+    frame.insert(0, "series", range(len(values)))
+    file_name = f"party-{party}.{file_format}"
+    write_table(frame, folder / file_name, file_format)
+    entry: dict[str, Any] = {"party": party, "file": file_name, "channels": list(encoder.channels)}
+    if not encoder.reads_private:
+        sidecar = domain_sidecar(folder / file_name)
+        _write_json(sidecar, encoder.domain().to_mapping())
+        entry["domain_file"] = sidecar.name
+    return entry
 
 
 def _check_parts(schema: Schema, parts: Sequence[Sequence[str]]) -> list[list[str]]:

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .domain import PublicDomain
+from .schema import ColumnKind
 from .ts_format import read_ts
 
 SINE6_FREQUENCIES: tuple[float, ...] = (0.01, 0.005, 0.0075, 0.0125, 0.015, 0.0175)
@@ -268,12 +270,13 @@ class ChannelSpan:
 @dataclass(frozen=True)
 class SeriesEncoder:
     """A party's series block: its channels end to end, each channel scaled to [-1, 1]
-    by its own minimum and maximum (a user's file), or as they are (``low`` and ``high``
-    empty: the built-in sine data, which the reference trains on unscaled in
-    [-0.8, 0.8]).
+    by its own minimum and maximum (a user's file), by public bounds (``dataset.domain``
+    or a party file's domain sidecar: :meth:`from_domain`, values outside clipped), or as
+    they are (``low`` and ``high`` empty: the built-in sine data, which the reference
+    trains on unscaled in [-0.8, 0.8]).
 
-    The scaling is fitted by the party on its own channels (:meth:`fitted`) and never
-    leaves it: the server sees features, and publication decodes at the party.
+    A fitted scaling is fitted by the party on its own channels (:meth:`fitted`) and
+    never leaves it: the server sees features, and publication decodes at the party.
     """
 
     channels: tuple[str, ...]
@@ -297,6 +300,47 @@ class SeriesEncoder:
         high = values.max(axis=(0, 2)).astype(np.float64)
         return cls(tuple(channels), int(values.shape[2]), tuple(low), tuple(high))
 
+    @classmethod
+    def from_domain(
+        cls, channels: Sequence[str], length: int, domain: PublicDomain
+    ) -> SeriesEncoder:
+        """Scaling by each channel's public ``min`` and ``max`` in ``domain``: nothing is
+        read from the rows (a value outside the bounds is clipped when encoded).
+
+        Raises
+        ------
+        ValueError
+            A channel has no numeric entry in ``domain``.
+        """
+        bounds = []
+        for name in channels:
+            entry = domain.columns.get(name)
+            if entry is None or entry.kind is ColumnKind.CATEGORICAL:
+                raise ValueError(
+                    f"the public domain has no numeric bounds for channel {name!r}: give it "
+                    "{kind: continuous, min: ..., max: ...}"
+                )
+            bounds.append((entry.minimum, entry.maximum))
+        low, high = zip(*bounds, strict=True)
+        return cls(tuple(channels), length, tuple(low), tuple(high), public=True)
+
+    @property
+    def reads_private(self) -> bool:
+        """Whether the scaling was fitted on the party's private series."""
+        return bool(self.low) and not self.public
+
+    def domain(self) -> PublicDomain:
+        """The scaling as public bounds (:meth:`from_domain` reads it back); the sine
+        data's identity scaling is the bounds [-1, 1]."""
+        low = self.low or (-1.0,) * len(self.channels)
+        high = self.high or (1.0,) * len(self.channels)
+        return PublicDomain.from_mapping(
+            {
+                name: {"kind": "continuous", "min": float(lo), "max": float(hi)}
+                for name, lo, hi in zip(self.channels, low, high, strict=True)
+            }
+        )
+
     def _affine(self) -> tuple[np.ndarray, np.ndarray]:
         """Per block column: the midpoint and half range (0 and 1 without scaling)."""
         if not self.low:
@@ -308,8 +352,10 @@ class SeriesEncoder:
     def encode(self, values: np.ndarray) -> np.ndarray:
         """``(n, C_i, T)`` series as the party's scaled block ``(n, C_i * T)`` float32."""
         mid, half = self._affine()
-        block = values.reshape(len(values), -1).astype(np.float64)
-        return np.ascontiguousarray(((block - mid) / half).astype(np.float32))
+        block = (values.reshape(len(values), -1).astype(np.float64) - mid) / half
+        if self.public and self.low:
+            block = np.clip(block, -1.0, 1.0)
+        return np.ascontiguousarray(block.astype(np.float32))
 
     @property
     def output_dim(self) -> int:

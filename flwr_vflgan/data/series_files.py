@@ -44,6 +44,31 @@ WIDE_COLUMN = re.compile(r"^(?P<channel>.+)@(?P<step>\d+)$")
 """A wide file's series column: ``<channel>@<step>`` (the project's own wide layout)."""
 
 
+def wide_layout(columns: Sequence[object]) -> tuple[tuple[str, ...], int]:
+    """The channels (in order) and length of wide ``<channel>@<step>`` columns, steps
+    ``0 .. T-1`` for every channel (what the parties publish).
+
+    Raises
+    ------
+    ValueError
+        A column is not ``<channel>@<step>``, or the channels' steps differ.
+    """
+    steps: dict[str, list[int]] = {}
+    for column in columns:
+        match = WIDE_COLUMN.match(str(column))
+        if match is None:
+            raise ValueError(f"column {column!r} is not a series column <channel>@<step>")
+        steps.setdefault(match["channel"], []).append(int(match["step"]))
+    if not steps:
+        raise ValueError("no series columns <channel>@<step>")
+    for channel, held in steps.items():
+        if held != list(range(len(held))) or len(held) != len(next(iter(steps.values()))):
+            raise ValueError(
+                f"channel {channel!r} has steps {held[:5]}...: every channel needs steps 0..T-1"
+            )
+    return tuple(steps), len(next(iter(steps.values())))
+
+
 def read_series_file(
     path: str | Path, *, id_column: str, time_column: str, drop: Sequence[str] = ()
 ) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:

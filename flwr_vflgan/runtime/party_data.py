@@ -50,7 +50,7 @@ from flwr_vflgan.data.series import (
     is_series_source,
     load_series,
 )
-from flwr_vflgan.data.series_files import series_file_table
+from flwr_vflgan.data.series_files import read_series_file, series_file_table
 
 logger = logging.getLogger(__name__)
 
@@ -381,28 +381,73 @@ def series_table(spec: DataSpec) -> SeriesTable:
 def series_block(spec: DataSpec, partition_id: int) -> PartyData:
     """Party ``partition_id``'s channels of the spec's series (VFLGAN-TS): its block is
     its channels end to end (:class:`~flwr_vflgan.data.series.SeriesEncoder`), each
-    channel of a user's file or of a real built-in min-max scaled by the party."""
-    return _series_party(series_table(spec), partition_id, scaled=is_scaled_series(spec.source))
+    channel of a user's file or of a real built-in min-max scaled by the party, or by
+    the public bounds of ``dataset.domain`` when given."""
+    table = series_table(spec)
+    return _series_party(table, partition_id, is_scaled_series(spec.source), spec.public_domain)
 
 
 def series_blocks(spec: DataSpec) -> list[PartyData]:
     """Every party's block of the spec's series, encoded as each party would."""
     table = series_table(spec)
-    scaled = is_scaled_series(spec.source)
-    return [_series_party(table, i, scaled) for i in range(len(table.parties))]
+    scaled, domain = is_scaled_series(spec.source), spec.public_domain
+    return [_series_party(table, i, scaled, domain) for i in range(len(table.parties))]
 
 
-def _series_party(table: SeriesTable, partition_id: int, scaled: bool) -> PartyData:
+SERIES_ID_COLUMN = "series"
+"""The series ID column of a party's series file (and of ``synthetic.csv``)."""
+SERIES_TIME_COLUMN = "t"
+"""The time column of a party's long-format series file (and of ``synthetic.csv``)."""
+
+
+def series_party_file(path: str | Path, rows: Sequence[int] | None = None) -> PartyData:
+    """A party's own series file (deployment of VFLGAN-TS): wide (``series``, then
+    ``<channel>@<step>`` columns, as ``export_parties`` writes), long (``series``, ``t``,
+    one column per channel) or ``.ts``. Scaled by the public bounds of its domain
+    sidecar (:func:`domain_sidecar`) when present, else min-max fitted on its rows.
+
+    ``rows``: only these series, in this order (after an alignment by ID); a fitted
+    scaling is fitted on them alone."""
+    try:
+        values, channels, ids = read_series_file(
+            path, id_column=SERIES_ID_COLUMN, time_column=SERIES_TIME_COLUMN
+        )
+    except ValueError as exc:
+        raise ValueError(
+            f"party file {path} is not a series file this run can read ({exc}); VFLGAN-TS "
+            "parties read wide files (series, <channel>@<step> columns: python -m "
+            "simulations.export_parties algorithm=vflgan_ts writes them), long files "
+            "(series, t, one column per channel) or .ts files"
+        ) from exc
+    if rows is not None:
+        index = np.asarray(rows, dtype=np.int64)
+        values, ids = np.ascontiguousarray(values[index]), ids[index]
+    sidecar = domain_sidecar(path)
+    domain = PublicDomain.load(sidecar) if sidecar.is_file() else None
+    table = SeriesTable(values, channels, (tuple(range(len(channels))),))
+    return _series_party(table, 0, True, domain, ids)
+
+
+def _series_party(
+    table: SeriesTable,
+    partition_id: int,
+    scaled: bool,
+    domain: PublicDomain | None = None,
+    ids: np.ndarray | None = None,
+) -> PartyData:
     held = list(table.parties[partition_id])
     channels = tuple(table.channels[c] for c in held)
     values = table.values[:, held, :]
-    encoder = (
-        SeriesEncoder.fitted(channels, values) if scaled else SeriesEncoder(channels, table.length)
-    )
+    if domain is not None:
+        encoder = SeriesEncoder.from_domain(channels, table.length, domain)
+    elif scaled:
+        encoder = SeriesEncoder.fitted(channels, values)
+    else:
+        encoder = SeriesEncoder(channels, table.length)
     return PartyData(
         frame=pd.DataFrame(values.reshape(table.n_series, -1)),
         schema=Schema(tuple(ColumnSpec(name, ColumnKind.CONTINUOUS) for name in channels)),
-        ids=pd.Series(range(table.n_series), name="row_id"),
+        ids=pd.Series(range(table.n_series) if ids is None else ids, name="row_id"),
         encoder=encoder,
         encoded=torch.from_numpy(encoder.encode(values)),
     )

@@ -462,6 +462,59 @@ def test_vdgan_on_party_nodes_publishes_what_the_in_process_run_publishes(
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
 
+# VFLGAN-TS on the sine data with small models: 8 steps in blocks of 4, 40 series
+# published, the last generators (no evaluation on the server, which reads no data).
+SERIES_DATA = ("algorithm=vflgan_ts", "dataset=sine6")
+SERIES_OVERRIDES = (
+    "algorithm=vflgan_ts dataset=sine6 runtime=deployment train.max_steps=8 "
+    "train.steps_per_exchange=4 output.evaluate=false output.publish_rows=40 "
+    "series.model.generator_hidden=16 series.model.attribute_hidden=[8,4] "
+    "series.model.extractor_hidden=[4] series.model.shared_hidden=[8,4] model.feature_dim=8"
+)
+
+
+@pytest.mark.slow
+def test_series_party_nodes_publish_what_the_simulated_parties_publish(
+    tmp_path: Path, processes: FlowerProcesses
+) -> None:
+    """VFLGAN-TS on real nodes: each flwr-vflgan-node reads the wide series file and
+    public bounds export_parties wrote, and the run publishes, bit for bit, the series an
+    in-process run publishes from the server's data spec with the same shared seed."""
+    from flwr_vflgan.simulations.series_pipeline import run_series
+
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=SERIES_DATA,
+        run_overrides=SERIES_OVERRIDES,
+        checkpoints=None,
+        timeout=NODE_RUN_TIMEOUT,
+        party_nodes=True,
+    )
+    try:
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        # setup, 2 blocks of 4 steps, the last block's update, publication
+        assert metrics["algorithm"] == "vflgan_ts" and metrics["steps"] == 8, metrics
+        assert metrics["exchanges"] == 5, metrics
+        assert metrics["runtime"] == "deployment" and metrics["fd"] is None, metrics
+        assert "x11@0" in (deployment.parties / "party-0.csv").read_text()[:200]
+        assert (deployment.parties / "party-1.domain.json").is_file()
+        # The simulated parties: the deployment's nodes without their files.
+        nodes = [{k: v for k, v in c.items() if k != "data-path"} for c in deployment.node_configs]
+        spec = to_run_spec(
+            compose_run_config(SERIES_OVERRIDES.replace("runtime=deployment", "")),
+            tmp_path / "inprocess",
+        )
+        reference = run_series(spec, grid=InProcessGrid(make_client_app(), nodes))
+        assert reference["exchanges"] == metrics["exchanges"], (reference, metrics)
+        deployed = pd.read_csv(deployment.run_dir / "synthetic.csv")
+        pd.testing.assert_frame_equal(deployed, pd.read_csv(spec.run_dir / "synthetic.csv"))
+        assert len(deployed) == 40 * 800 and list(deployed.columns[:3]) == ["series", "t", "x11"]
+        _check_seed_stays_with_parties(deployment.run_dir, deployment.shared_seed, processes)
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+
+
 def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
     """Until the run in ``tmp_path/run`` has a server checkpoint. The server writes its
     checkpoint after the parties wrote theirs: once it is there, every holder has one to

@@ -314,3 +314,85 @@ def test_a_bad_series_file_stops_with_one_line(tmp_path: Path):
     done = _run("algorithm=vflgan_ts", "dataset=series_csv", f"dataset.source={path}")
     assert done.returncode == 2
     assert "series 'b' has 1 of the 2 steps" in done.stderr and "Traceback" not in done.stderr
+
+
+def _deployed_on_the_grid(tmp_path: Path, overrides: str) -> tuple[dict, dict, Path]:
+    """The run of ``overrides`` twice with the same parties and shared seed: in process
+    (the server hands the parties their blocks) and as a deployment over the in-process
+    grid (each party reads its exported file, the server reads no data); returns both
+    metrics and the deployment's run directory."""
+    from flwr_vflgan.simulations.config import ExportConfig, compose_run_config, to_run_spec
+    from flwr_vflgan.simulations.export_parties import export_parties
+    from flwr_vflgan.simulations.launch import inprocess_nodes, shared_seed_for
+    from flwr_vflgan.simulations.series_pipeline import run_series
+
+    base = f"algorithm=vflgan_ts {overrides} {' '.join(SMALL)} output.evaluate=false"
+    base += " train.steps_per_exchange=4"  # runtime=deployment's default, in both
+    spec = to_run_spec(compose_run_config(base), tmp_path / "inprocess")
+    reference = run_series(spec)
+    exported = export_parties(spec.data, ExportConfig(out_dir=str(tmp_path / "parties")))
+    nodes = inprocess_nodes(2, shared_seed_for(spec.seed))
+    for node, path in zip(nodes, exported.data_files, strict=True):
+        node[P.NODE_DATA_PATH] = str(path)
+    deployed = to_run_spec(compose_run_config(f"{base} runtime=deployment"), tmp_path / "dep")
+    metrics = run_series(deployed, grid=InProcessGrid(make_client_app(), nodes))
+    return reference, metrics, deployed.run_dir
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fitted"),
+    [
+        ("dataset=sine6 train.max_steps=6 output.publish_rows=40", False),
+        (
+            "dataset=basic_motions train.max_steps=6 dp=vflgan_gaussian dp.target_epsilon=10",
+            True,
+        ),
+    ],
+    ids=["sine6", "basic-motions-dp"],
+)
+def test_parties_reading_their_own_series_files_publish_the_simulated_runs_series(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overrides: str, fitted: bool
+):
+    """runtime=deployment for VFLGAN-TS, the Flower networking aside: the parties read the
+    files export_parties wrote and publish the in-process run's series bit for bit, the
+    server never reads the series (its readers are blocked) and takes the channels from
+    the published columns, and a DP run's parties report their fitted scaling."""
+    import flwr_vflgan.simulations.series_pipeline as pipeline
+
+    real_table, real_blocks = pipeline.series_table, pipeline.series_blocks
+    reads: list[str] = []
+
+    def watched(reader):
+        def read(spec):
+            reads.append(spec.source)
+            return reader(spec)
+
+        return read
+
+    monkeypatch.setattr(pipeline, "series_table", watched(real_table))
+    monkeypatch.setattr(pipeline, "series_blocks", watched(real_blocks))
+    reference, metrics, run_dir = _deployed_on_the_grid(tmp_path, overrides)
+    source = overrides.split()[0].removeprefix("dataset=")
+    assert reads == [source, source]  # the in-process run's server only
+    inprocess = pd.read_csv(tmp_path / "inprocess" / "synthetic.csv")
+    pd.testing.assert_frame_equal(pd.read_csv(run_dir / "synthetic.csv"), inprocess)
+    assert metrics["runtime"] == "deployment" and metrics["fd"] is None
+    assert metrics["steps"] == reference["steps"] == 6
+    privacy = metrics["privacy"]
+    if privacy is not None:
+        assert privacy["not_covered"] == reference["privacy"]["not_covered"]
+        scaling = any("minimum and maximum" in item for item in privacy["not_covered"])
+        assert scaling == fitted
+        assert privacy["epsilon"] == reference["privacy"]["epsilon"]
+
+
+def test_a_series_deployment_refuses_id_alignment_in_one_line(tmp_path: Path):
+    done = _run(
+        "algorithm=vflgan_ts",
+        "dataset=sine6",
+        "runtime.align_ids=true",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "runtime.align_ids=true aligns tables by ID" in done.stderr
+    assert "Traceback" not in done.stderr

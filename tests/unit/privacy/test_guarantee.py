@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -75,16 +76,19 @@ def test_choosing_the_epoch_by_fd_is_listed_as_not_covered() -> None:
 
 
 def test_the_series_scaling_is_listed_before_the_epoch_choice_when_fitted() -> None:
-    """VFLGAN-TS's statement names its own holes; a party's fitted scaling is added by
-    the caller that knows the data (a user's file, basic_motions), not for the sine data."""
+    """VFLGAN-TS's statement names its own holes; a party's fitted scaling is added from
+    what the parties report (a user's file, basic_motions), not for the sine data."""
     from flwr_vflgan.privacy.guarantee import SERIES_SCALING
     from flwr_vflgan.runtime.party_data import series_blocks
-    from flwr_vflgan.simulations.series_pipeline import fitted_scaling
+    from flwr_vflgan.simulations.series_pipeline import reported_preprocessing
 
     sine = series_blocks(DataSpec(source="sine2", n_parties=2))
     motions = series_blocks(DataSpec(source="basic_motions", n_parties=2))
-    assert fitted_scaling([b.encoder for b in sine]) == ()
-    assert fitted_scaling([b.encoder for b in motions]) == (SERIES_SCALING,)
+    assert not any(b.encoder.reads_private for b in sine)  # type: ignore[attr-defined]
+    assert all(b.encoder.reads_private for b in motions)  # type: ignore[attr-defined]
+    reported = SimpleNamespace(privacy=[{"preprocessing": [SERIES_SCALING]}, {}] * 2)
+    assert reported_preprocessing(reported) == (SERIES_SCALING,)  # type: ignore[arg-type]
+    assert reported_preprocessing(SimpleNamespace(privacy=[{}, {}])) == ()  # type: ignore[arg-type]
     dp = _dp("vflgan_gaussian", select_by_fd=True)
     plain = describe_guarantee("vflgan_ts", dp)
     scaled = describe_guarantee("vflgan_ts", dp, preprocessing=(SERIES_SCALING,))
