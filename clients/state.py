@@ -4,6 +4,8 @@ with a schema version (a deployment runs every message in a new process)."""
 from __future__ import annotations
 
 import json
+import weakref
+from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -59,11 +61,19 @@ class BlockState:
         return cls(**values)
 
 
+_SAVED: weakref.WeakKeyDictionary[FlatState, tuple[bytes, tuple[int, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Each in-memory state's last saved bytes and its :meth:`FlatState.fingerprint` then."""
+
+
 def save_flat(context: Context, key: str, state: FlatState) -> list[int]:
     """Write ``state``'s flat buffer into ``context.state[key]`` as raw float32 bytes (the
     layout is fixed by the configuration, and :meth:`FlatState.load` checks its size);
     returns the optimizers' step counters, which travel in the holder's JSON state."""
-    context.state[key] = ConfigRecord({"float32": state.flat.numpy().tobytes()})
+    buffer = state.flat.numpy().tobytes()
+    context.state[key] = ConfigRecord({"float32": buffer})
+    _SAVED[state] = (buffer, state.fingerprint())
     return list(state.optimizer_steps())
 
 
@@ -81,7 +91,24 @@ def load_flat(
     buffer = flat.get("float32") if isinstance(flat, ConfigRecord) else None
     if not isinstance(buffer, bytes):
         raise ProtocolError(f"{who} state lacks its flat float32 buffer")
+    if in_sync(state, buffer, optimizer_steps):
+        return
     state.load(np.frombuffer(buffer, dtype=np.float32), optimizer_steps)
+
+
+def in_sync(state: FlatState, buffer: bytes, optimizer_steps: Sequence[int]) -> bool:
+    """Whether ``state`` (kept in memory) already holds ``buffer``: it is the very bytes
+    object ``state`` saved last, and nothing has changed ``state`` since (its
+    fingerprint and step counters are as they were). A party kept in memory then skips
+    copying its models and Adam moments back (a new process, or Flower's simulation
+    engine, which copies the context, always loads)."""
+    saved = _SAVED.get(state)
+    return (
+        saved is not None
+        and saved[0] is buffer
+        and saved[1] == state.fingerprint()
+        and state.optimizer_steps() == list(optimizer_steps)
+    )
 
 
 def restore_checkpoint(

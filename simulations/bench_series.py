@@ -8,9 +8,10 @@ It measures (the last line printed is one JSON object):
 * ``plain_step_ms``: one step of :func:`~flwr_vflgan.series.plain.plain_step`, the
   reference code's one-graph loop (the lower bound);
 * ``inprocess_step_ms``: one step driven by the VFLGAN strategy over the in-process grid
-  (real Flower Messages and Contexts, party state saved and restored every message,
-  each pass recomputed in the apply half); ``inprocess_over_plain`` is their ratio
-  (issue 20's target: at most 1.5);
+  (real Flower Messages and Contexts, party state saved every message; a party in
+  memory skips copying back what it saved and continues its forward's graph in the
+  apply when exact); ``inprocess_over_plain`` is their ratio (issue 20's target: at
+  most 1.5);
 
 each the median of three alternating measurements after ``bench.warmup`` steps.
 """

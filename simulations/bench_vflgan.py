@@ -70,11 +70,10 @@ register_configs()
 
 
 def _strategy(spec: Any, steps: int) -> VFLGANStrategy:
+    # Enough epochs for ``steps`` (an epoch is at least one step), so max_steps decides
+    # the length whatever the run's default (VFLGAN-TS counts steps: epochs=null).
     train = replace(
-        spec.algorithm.train,
-        max_steps=steps,
-        eval_every=0,
-        epochs=spec.algorithm.train.epochs or 1,
+        spec.algorithm.train, max_steps=steps, eval_every=0, epochs=steps, min_steps=None
     )
     config = replace(spec.algorithm, train=train)
     return VFLGANStrategy(

@@ -60,6 +60,9 @@ class FlatState:
         self.size = sum(t.numel() for t in self._tensors)
         self.flat = torch.empty(self.size, dtype=torch.float32)
         self._rebind(copy=True)
+        self.loads = 0
+        """How many times :meth:`load` overwrote the buffer (the parameters' own in-place
+        versions do not see a write through the buffer)."""
 
     def _rebind(self, copy: bool) -> None:
         offset = 0
@@ -70,6 +73,11 @@ class FlatState:
                 view.copy_(tensor.detach())
             tensor.data = view
             offset += n
+
+    def fingerprint(self) -> tuple[int, ...]:
+        """Changes whenever the buffer may have: a :meth:`load`, or an in-place update of
+        any parameter, buffer or Adam moment (their autograd versions)."""
+        return (self.loads, *(t._version for t in self._tensors))
 
     def optimizer_steps(self) -> list[int]:
         """Adam's step counter of each optimizer (all its parameters share it)."""
@@ -95,6 +103,7 @@ class FlatState:
                 f"expected {len(self._optimizers)} optimizer step counters, got {len(optimizer_steps)}"
             )
         self.flat.copy_(torch.from_numpy(values.copy() if not values.flags.writeable else values))
+        self.loads += 1
         for optimizer, step in zip(self._optimizers, optimizer_steps, strict=True):
             for group in optimizer.param_groups:
                 for param in group["params"]:

@@ -4,7 +4,9 @@ The step protocol is VFLGAN's (:mod:`flwr_vflgan.gan.exchanges`): in a *forward*
 party sends the intermediate features of its real batch and its fake batch (a
 discriminator step) or of its fake batch (a generator step); the server answers with the
 gradients of its loss with respect to them; in the *apply* the party recomputes the same
-pass (same batch rows, same shared noise, same dropout masks) and updates its models.
+pass (same batch rows, same shared noise, same dropout masks), or continues the
+forward's own graph when its parameters have not changed since (the same values), and
+updates its models.
 :class:`SeriesParty` and :class:`SeriesServer` have the method shapes of
 :class:`~flwr_vflgan.gan.vflgan.PartyTrainer` and the ``StepServer`` protocol, so
 :class:`~flwr_vflgan.gan.exchanges.LocalVFLGAN` runs them unchanged.
@@ -25,7 +27,8 @@ for the generators; the server then returns zero gradients and trains nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -63,6 +66,25 @@ class SeriesRunSettings(GANSettings, Protocol):
 
 REAL_PASS, FAKE_PASS = 0, 1
 """Which pass of a step a dropout mask belongs to (the real batch's or the fake one's)."""
+
+
+class _Pass(NamedTuple):
+    """One pass of a forward kept for its apply: the input block, its features (with
+    their graph) and the mask generator where the features left it."""
+
+    block: torch.Tensor
+    features: torch.Tensor
+    gen: torch.Generator
+
+
+@dataclass(frozen=True)
+class _KeptPasses:
+    """The passes of step ``step``'s forward, exact while the parameters still have the
+    in-place ``versions`` they had then."""
+
+    step: int
+    versions: tuple[int, ...]
+    passes: dict[int, _Pass]
 
 
 def bce(logits: torch.Tensor, real: bool) -> torch.Tensor:
@@ -142,6 +164,7 @@ class SeriesParty:
         if noise_seed is None:
             noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
         self.d_update = discriminator_update(privacy, noise_seed)
+        self._kept: _KeptPasses | None = None
 
     # -- random draws of a step ------------------------------------------------------
     def _batch(self, step: int) -> torch.Tensor:
@@ -164,14 +187,48 @@ class SeriesParty:
 
     # -- protocol halves ---------------------------------------------------------------
     def forward(self, step: int, kind: StepKind) -> StepTensors:
-        """The intermediate features of step ``step`` (no autograd)."""
-        disc = self.discriminator
-        with torch.no_grad():
-            fake = disc.features(self._fake(step), self._masks(step, FAKE_PASS))
-            if kind is StepKind.GENERATOR:
-                return StepTensors(real=None, fake=fake)
-            real = disc.features(self._batch(step), self._masks(step, REAL_PASS))
-        return StepTensors(real=real, fake=fake)
+        """The intermediate features of step ``step`` (sent detached).
+
+        The first step forwarded since the last apply keeps its passes' graphs
+        (:class:`_KeptPasses`): when its apply comes with the parameters unchanged (the
+        first step of a block, the party still in memory), the apply continues them
+        instead of recomputing them, with the same values and masks."""
+        keep = self._kept is None
+        kept: dict[int, _Pass] = {}
+        with torch.set_grad_enabled(keep and kind is StepKind.GENERATOR):
+            fake = self._fake(step)
+        f_fake = self._features(fake, step, FAKE_PASS, kept if keep else None)
+        f_real = None
+        if kind is StepKind.DISCRIMINATOR:
+            real = self._batch(step)
+            f_real = self._features(real, step, REAL_PASS, kept if keep else None).detach()
+        if keep:
+            self._kept = _KeptPasses(step, self._versions(), kept)
+        return StepTensors(real=f_real, fake=f_fake.detach())
+
+    def _features(
+        self, block: torch.Tensor, step: int, which: int, kept: dict[int, _Pass] | None
+    ) -> torch.Tensor:
+        """One pass's features; with ``kept``, its graph and mask generator kept there."""
+        gen = self._masks(step, which)
+        with torch.set_grad_enabled(kept is not None):
+            features = self.discriminator.features(block, gen)
+        if kept is not None:
+            kept[which] = _Pass(block, features, gen)
+        return features
+
+    def _versions(self) -> tuple[int, ...]:
+        """The state's loads and every parameter's in-place version: an optimizer step, a
+        snapshot loaded into a module or a load of the whole state changes them."""
+        modules = (self.generator, self.discriminator)
+        return (self.state.loads, *(p._version for m in modules for p in m.parameters()))
+
+    def _take_kept(self, step: int) -> dict[int, _Pass]:
+        """The kept passes of ``step`` if still exact (empty otherwise); kept no longer."""
+        kept, self._kept = self._kept, None
+        if kept is None or kept.step != step or kept.versions != self._versions():
+            return {}
+        return kept.passes
 
     def apply(
         self, step: int, kind: StepKind, grad_real: torch.Tensor | None, grad_fake: torch.Tensor
@@ -185,13 +242,17 @@ class SeriesParty:
         return self._apply_generator(step, grad_fake)
 
     def _judge(
-        self, block: torch.Tensor, step: int, which: int
+        self, block: torch.Tensor, step: int, which: int, kept: _Pass | None = None
     ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]:
         """Features, attribute logits and (without ``D_s``) the extractor's logit of one
-        pass, its dropout masks drawn in a fixed order: features, extractor head, channels."""
-        gen = self._masks(step, which)
+        pass, its dropout masks drawn in a fixed order: features, extractor head, channels
+        (``kept``: the forward's pass of this block, continued where it stopped)."""
         disc = self.discriminator
-        features = disc.features(block, gen)
+        if kept is None:
+            gen = self._masks(step, which)
+            features = disc.features(block, gen)
+        else:
+            block, features, gen = kept
         shared = self.series.train.shared_discriminator
         head = None if shared else disc.extractor.head(features, gen)
         return features, disc.attribute_logits(block, gen), head
@@ -199,15 +260,19 @@ class SeriesParty:
     def _apply_discriminator(
         self, step: int, grad_real: torch.Tensor, grad_fake: torch.Tensor
     ) -> float:
-        real = self._batch(step)
-        with torch.no_grad():
-            fake = self._fake(step)
+        kept = self._take_kept(step)
+        real = kept[REAL_PASS].block if kept else self._batch(step)
+        if kept:
+            fake = kept[FAKE_PASS].block
+        else:
+            with torch.no_grad():
+                fake = self._fake(step)
         local = torch.zeros(())
 
         def batch_loss() -> torch.Tensor:
             nonlocal local
-            f_real, a_real, h_real = self._judge(real, step, REAL_PASS)
-            f_fake, a_fake, h_fake = self._judge(fake, step, FAKE_PASS)
+            f_real, a_real, h_real = self._judge(real, step, REAL_PASS, kept.get(REAL_PASS))
+            f_fake, a_fake, h_fake = self._judge(fake, step, FAKE_PASS, kept.get(FAKE_PASS))
             local = sum(
                 (bce(r, True) + bce(f, False) for r, f in zip(a_real, a_fake, strict=True)),
                 torch.zeros(()),
@@ -224,8 +289,9 @@ class SeriesParty:
         return float(local.detach())
 
     def _apply_generator(self, step: int, grad_fake: torch.Tensor) -> float:
-        fake = self._fake(step)
-        features, logits, head = self._judge(fake, step, FAKE_PASS)
+        kept = self._take_kept(step).get(FAKE_PASS)
+        fake = kept.block if kept is not None else self._fake(step)
+        features, logits, head = self._judge(fake, step, FAKE_PASS, kept)
         local = sum((bce(logit, True) for logit in logits), torch.zeros(()))
         if head is not None:
             local = local + self.series.train.local_weight * bce(head, True)

@@ -273,3 +273,67 @@ def test_a_large_first_layer_gradient_is_clipped_to_c_on_its_own():
     for layer in disc.first_layers():
         norm = torch.cat([layer.weight.grad.flatten(), layer.bias.grad.flatten()]).norm()
         assert float(norm) == pytest.approx(0.5, rel=1e-5)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("shared", [True, False])
+def test_an_apply_continues_its_forwards_graph_only_when_exact_and_changes_nothing(k, shared):
+    """A party in memory keeps the graph of the first step forwarded since its last
+    apply and continues it in that step's apply instead of recomputing the pass: the
+    same parameters bit for bit as a party that recomputes every pass (its kept passes
+    dropped), with one generator pass fewer per kept step; a load of the parameters
+    between forward and apply (a restored party) makes it recompute."""
+    settings = _settings(shared)
+    kept_run, _, schedule = build(settings, _table(), 4, 104)
+    recomputed, recomputing_server, _ = build(settings, _table(), 4, 104)
+    kept_server = build(settings, _table(), 4, 104)[1]
+    calls = {"kept": 0, "recomputed": 0}
+
+    def counting(party: SeriesParty, name: str) -> None:
+        original = party._fake
+
+        def fake(step: int) -> torch.Tensor:
+            calls[name] += 1
+            return original(step)
+
+        party._fake = fake  # type: ignore[method-assign]
+
+    for party in kept_run:
+        counting(party, "kept")
+    for party in recomputed:
+        counting(party, "recomputed")
+        original_forward = party.forward
+
+        def forward(step, kind, party=party, original_forward=original_forward):
+            out = original_forward(step, kind)
+            party._kept = None  # as a party restored into a new process would be
+            return out
+
+        party.forward = forward  # type: ignore[method-assign]
+    a = LocalVFLGAN(kept_run, kept_server, schedule, k)
+    b = LocalVFLGAN(recomputed, recomputing_server, schedule, k)
+    for block in list(a.blocks())[:3]:
+        a.run_block(block)
+        b.run_block(block)
+        for pa, pb in zip(kept_run, recomputed, strict=True):
+            for module in ("generator", "discriminator"):
+                for x, y in zip(
+                    getattr(pa, module).parameters(), getattr(pb, module).parameters(), strict=True
+                ):
+                    assert torch.equal(x, y)
+    steps = sum(block.count for block in list(a.blocks())[:3])
+    blocks = 3
+    # Every step's forward draws the fake batch; an apply draws it again unless kept.
+    assert calls["recomputed"] == 2 * 2 * steps
+    assert calls["kept"] == 2 * (2 * steps - blocks)
+    # A load between forward and apply invalidates the kept passes.
+    party = kept_run[0]
+    party.forward(6, schedule.kind(6))
+    party.state.load(party.state.to_numpy(), party.state.optimizer_steps())
+    assert party._take_kept(6) == {}
+    party.forward(6, schedule.kind(6))  # ... and so does a generator snapshot loaded
+    party.load_generator_snapshot(party.generator_snapshot())
+    assert party._take_kept(6) == {}
+    party.forward(6, schedule.kind(6))  # ... but not reading the state
+    party.state.to_numpy()
+    assert set(party._take_kept(6)) == {FAKE_PASS, REAL_PASS}
