@@ -106,7 +106,7 @@ def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, A
         if series:
             from flwr_vflgan.simulations.series_audit import series_game
 
-            game = series_game(spec, audit, audit_dir)
+            game = series_game(spec, audit, audit_dir, tuple(chosen))
         else:
             game = table_game(spec, audit, audit_dir, chosen)
         metrics = finished_metrics(game.train) or run_experiment(game.train)
@@ -162,19 +162,23 @@ Scorer = Callable[[RunSpec, pd.DataFrame, pd.DataFrame], np.ndarray]
 
 def scorers(spec: RunSpec, audit: AuditConfig, series: bool = False) -> dict[str, Scorer]:
     """The scores to audit a table by, by name: ``audit.scores``, or every one the
-    algorithm has (``series``: only checks that the series game can score them).
+    algorithm has (``series``: only checks which scores the series game plays; it
+    scores with its own functions).
 
     Raises
     ------
     ValueError
-        ``critic`` was asked for an algorithm without VFLGAN's tabular split
-        discriminators.
+        ``critic`` was asked for an algorithm without split discriminators (VFLGAN's,
+        VFLGAN-base's, VFLGAN-TS's).
     """
-    has_critic = spec.algorithm.variant in SPLIT_DISCRIMINATORS and not series
+    has_critic = spec.algorithm.variant in SPLIT_DISCRIMINATORS or (
+        series and spec.algorithm.is_series
+    )
     if audit.scores is not None and "critic" in audit.scores and not has_critic:
         raise ValueError(
-            f"audit.scores=[critic] reads VFLGAN's tabular split discriminators; algorithm="
-            f"{spec.algorithm.variant.value} has none: use audit.scores=[table]"
+            f"audit.scores=[critic] reads the split discriminators of VFLGAN, VFLGAN-base "
+            f"or VFLGAN-TS; algorithm={spec.algorithm.variant.value} has none: use "
+            "audit.scores=[table]"
         )
     wanted = audit.scores or (SCORES if has_critic else ("table",))
     every: dict[str, Scorer] = {"table": table_scores, "critic": critic_scores}

@@ -53,9 +53,9 @@ class AuditConfig:
         The membership scores audited, each giving its own bound (``null``: every score
         the algorithm has). ``table`` (black-box, any algorithm): the log-ratio of a
         canary's distance to its nearest row of the rest of the training table to its
-        distance to its nearest published row. ``critic`` (white-box, VFLGAN and
-        VFLGAN-base): the discriminator's score of the canary in the run's last
-        checkpoint, every party's local score plus the shared discriminator's. Under
+        distance to its nearest published row. ``critic`` (white-box, VFLGAN,
+        VFLGAN-base and VFLGAN-TS): the discriminator's score of the canary in the run's
+        last checkpoint, every party's local score plus the shared discriminator's. Under
         ``dp=end_to_end`` both are post-processing of what the guarantee covers; under
         ``dp=vflgan_gaussian`` the critic holds the shared discriminator that guarantee
         leaves out.

@@ -16,9 +16,16 @@ the leave-one-out membership game on real records.
 
 The run trains on ``train.parquet`` (the kept and included series in long format) as a
 user's series file: each party scales its channels by their minimum and maximum (the
-sine data's ordinary run trains unscaled). The score is black-box
-(:func:`series_membership_scores` on the published ``synthetic.csv``); the white-box
-critic score reads VFLGAN's tabular discriminators and is refused here.
+sine data's ordinary run trains unscaled). Two scores, each its own bound:
+
+* ``table`` (black-box): :func:`series_membership_scores` on the published
+  ``synthetic.csv``;
+* ``critic`` (white-box): :func:`series_critic_scores`, the discriminators' logit of
+  each canary in the run's newest checkpoints, as the discriminators' own loss sums
+  them: every attribute discriminator's, plus the shared discriminator's on the
+  parties' features (or, without it, each party's extractor head). Under
+  ``dp=vflgan_gaussian`` the critic holds the shared discriminator and the later layers
+  the first-layer guarantee leaves out.
 """
 
 from __future__ import annotations
@@ -28,32 +35,35 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from flwr_vflgan.atomic import write_atomically
-from flwr_vflgan.data.series import series_long_frame
+from flwr_vflgan.data.series import SeriesEncoder, series_long_frame
 from flwr_vflgan.data.series_files import read_series_file
 from flwr_vflgan.privacy.audit import nearest_ratio_scores
-from flwr_vflgan.runtime.party_data import series_table
+from flwr_vflgan.runtime.party_data import series_blocks, series_table
 from flwr_vflgan.simulations.audit_config import (
     AuditConfig,
     AuditGame,
     audit_seed,
+    load_newest,
     write_training_table,
 )
 from flwr_vflgan.simulations.config import RunSpec
 
 
-def series_game(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> AuditGame:
-    """The one-run game on ``spec``'s series (module docstring): ``train.parquet`` and
-    ``canaries.parquet`` (the canaries in long format, each row with its series' coin
-    in ``_included``) written to ``audit_dir``, the run in ``audit_dir/run``.
+def series_game(
+    spec: RunSpec, audit: AuditConfig, audit_dir: Path, scores: tuple[str, ...] = ("table",)
+) -> AuditGame:
+    """The one-run game on ``spec``'s series (module docstring), judged by ``scores``
+    (``table``, ``critic``): ``train.parquet`` and ``canaries.parquet`` (the canaries in
+    long format, each row with its series' coin in ``_included``) written to
+    ``audit_dir``, the run in ``audit_dir/run``.
 
     Raises
     ------
     ValueError
-        ``audit.canaries`` leaves no series to train on besides them (``audit.scores``
-        asking for ``critic`` is refused before, by
-        :func:`~flwr_vflgan.simulations.audit.scorers`).
+        ``audit.canaries`` leaves no series to train on besides them.
     FileExistsError
         ``audit_dir`` holds another audit's training series.
     """
@@ -94,8 +104,11 @@ def series_game(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> AuditGame
         drop=(),
     )
     train = replace(spec, data=data, run_dir=audit_dir / "run")
-    score = partial(_table_scores, train, table.values[canaries], table.values[kept])
-    return AuditGame(train, len(trained), included, {"table": score})
+    every = {
+        "table": partial(_table_scores, train, table.values[canaries], table.values[kept]),
+        "critic": partial(series_critic_scores, train, table.values[canaries]),
+    }
+    return AuditGame(train, len(trained), included, {name: every[name] for name in scores})
 
 
 def _table_scores(train: RunSpec, canaries: np.ndarray, kept: np.ndarray) -> np.ndarray:
@@ -103,6 +116,45 @@ def _table_scores(train: RunSpec, canaries: np.ndarray, kept: np.ndarray) -> np.
         train.run_dir / "synthetic.csv", id_column="series", time_column="t"
     )
     return series_membership_scores(canaries, synthetic, kept)
+
+
+def series_critic_scores(train: RunSpec, canaries: np.ndarray) -> np.ndarray:
+    """The trained discriminators' logit of every canary ``(m, channels, length)``, in
+    the data's units: each party encodes its channels with the scaling it fitted on the
+    series trained on, its attribute discriminators and feature extractor come from its
+    newest checkpoint under ``train.run_dir/checkpoints``, the server's shared
+    discriminator from the server's (module docstring); dropout is off.
+
+    Raises
+    ------
+    ValueError
+        The run left no checkpoints.
+    """
+    from flwr_vflgan.series.training import SeriesParty, SeriesServer
+
+    config = train.algorithm
+    root = train.run_dir / "checkpoints"
+    table = series_table(train.data)
+    blocks = series_blocks(train.data)
+    score = torch.zeros(len(canaries))
+    features = []
+    for party, (held, block) in enumerate(zip(table.parties, blocks, strict=True)):
+        assert isinstance(block.encoder, SeriesEncoder)  # series_blocks builds them
+        trainer = SeriesParty(config, len(held), table.length, block.encoded, 0, party)
+        load_newest(trainer.state, root / f"party-{party}", "step")
+        disc = trainer.discriminator.eval()
+        x = torch.from_numpy(block.encoder.encode(canaries[:, list(held), :]))
+        with torch.no_grad():
+            features.append(disc.features(x))
+            score += torch.cat(disc.attribute_logits(x), dim=1).sum(dim=1)
+            if not config.series.train.shared_discriminator:
+                score += disc.extractor.head(features[-1]).reshape(-1)
+    if config.series.train.shared_discriminator:
+        server = SeriesServer(config, len(blocks), 0)
+        load_newest(server.state, root, "server")
+        with torch.no_grad():
+            score += server.discriminator.eval()(torch.cat(features, dim=1)).reshape(-1)
+    return score.numpy().astype(np.float64)
 
 
 def series_membership_scores(
