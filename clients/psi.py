@@ -15,10 +15,10 @@ import json
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 
-from flwr_vflgan.data import load_party_file
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime import psi
 from flwr_vflgan.runtime.codec import ProtocolError
+from flwr_vflgan.runtime.party_data import party_file_ids
 
 from .common import guarded, node_partition_id
 
@@ -54,10 +54,10 @@ def _blind(msg: Message, context: Context) -> RecordDict:
             f"runtime.align_ids aligns the parties' own files: set node_config "
             f"'{P.NODE_DATA_PATH}' (party {node_partition_id(context)} has none)"
         )
-    _, ids = load_party_file(str(path))
+    ids = party_file_ids(str(path), start.series)
     order = psi.secret_order(len(ids))
     secret = psi.new_secret()
-    blinded = psi.blind(secret, psi.hash_ids(ids.iloc[order].tolist(), start.salt))
+    blinded = psi.blind(secret, psi.hash_ids([ids[i] for i in order], start.salt))
     # A new alignment replaces an earlier one (its rows are kept only once it is applied).
     _save(context, {"secret": secret.hex(), "order": order.tolist(), "n": len(ids)})
     return psi.PsiBlind(partition_id=node_partition_id(context), blinded=blinded).to_content()

@@ -46,11 +46,6 @@ from .pipeline import privacy_metrics, privacy_rows, run_config
 
 Progress = Callable[[dict[str, Any]], None]
 
-ALIGN_NOT_BUILT = (
-    "runtime.align_ids=true aligns tables by ID; VFLGAN-TS's parties must hold the same "
-    "series in the same order (give every party file the same series IDs in one order)"
-)
-
 
 @dataclass(frozen=True)
 class RealSeries:
@@ -87,15 +82,9 @@ def run_series(
 
     On real nodes (``runtime=deployment``) each party reads its own series file and the
     server reads no data unless ``output.evaluate=true``; the published channels and
-    length then come from the parties' columns.
-
-    Raises
-    ------
-    ValueError
-        ``runtime.align_ids=true`` (not built for series).
+    length then come from the parties' columns. With ``runtime.align_ids=true`` the
+    parties first keep the series whose ``series`` IDs they all hold, in party 0's order.
     """
-    if spec.runtime.align_ids:
-        raise ValueError(ALIGN_NOT_BUILT)
     with holding_run(spec):
         started = time.monotonic()
         real = RealSeries.of(spec)

@@ -52,11 +52,11 @@ def _read(
 
 
 def _blinded_lists(
-    relay: Relay, grid: Grid, nodes: Sequence[int], salt: bytes
+    relay: Relay, grid: Grid, nodes: Sequence[int], salt: bytes, series: bool = False
 ) -> tuple[list[int], list[list[bytes]]]:
     """Every party's blinded IDs (in its secret order): the nodes by partition and their
-    lists."""
-    start = psi.PsiBlind(salt=salt).to_content()
+    lists (``series``: the parties' files hold series)."""
+    start = psi.PsiBlind(salt=salt, series=series).to_content()
     replies = relay.exchange(grid, [Message(start, n, P.PSI_BLIND) for n in nodes], "psi blind")
     blinded: dict[int, tuple[int, list[bytes]]] = {}
     for node, reply in replies.items():
@@ -85,18 +85,18 @@ def _apply(
     return common
 
 
-def relay_alignment(relay: Relay, grid: Grid, nodes: Sequence[int]) -> int:
+def relay_alignment(relay: Relay, grid: Grid, nodes: Sequence[int], series: bool = False) -> int:
     """Relay the parties' private set intersection of their IDs: blinded IDs from all,
     blinded again across, the leader's (party 0's) match, every other party's rows. The
-    server sees blinded points and positions in secretly ordered lists. Returns the
-    exchanges it took (4).
+    server sees blinded points and positions in secretly ordered lists. ``series``: the
+    parties' files hold series (VFLGAN-TS). Returns the exchanges it took (4).
 
     Raises
     ------
     RunStopped
         A party refused or sent a malformed answer, or no ID is common to all.
     """
-    order, lists = _blinded_lists(relay, grid, nodes, os.urandom(16))
+    order, lists = _blinded_lists(relay, grid, nodes, os.urandom(16), series)
     cross = [psi.PsiLists(lists[1:]), *[psi.PsiLists([lists[0]]) for _ in order[1:]]]
     crossed = relay.exchange(
         grid,

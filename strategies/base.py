@@ -340,7 +340,13 @@ class VerticalStrategy(ABC, Generic[RunT, ResultT]):
         RunStopped
             A party refused or sent a malformed answer, or no ID is common to all.
         """
-        return relay_alignment(self, grid, nodes)
+        return relay_alignment(self, grid, nodes, series=self.aligns_series)
+
+    @property
+    def aligns_series(self) -> bool:
+        """Whether the parties' files hold series (VFLGAN-TS), whose IDs are their
+        ``series`` column."""
+        return False
 
     def align_to_ids(
         self, grid: Grid, nodes: Sequence[int], ids: Sequence[object]

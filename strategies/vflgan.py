@@ -347,6 +347,11 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
                 ) from exc
         return blocks
 
+    @property
+    def aligns_series(self) -> bool:
+        """VFLGAN-TS's parties align series files."""
+        return self.config.is_series
+
     # -- the run (VerticalStrategy.start's steps) -------------------------------------------
     def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _Run:
         """Setup (or resumption from the server's checkpoint): the parties' order and rows,

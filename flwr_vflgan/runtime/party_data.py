@@ -400,6 +400,30 @@ SERIES_TIME_COLUMN = "t"
 """The time column of a party's long-format series file (and of ``synthetic.csv``)."""
 
 
+def party_file_ids(path: str | Path, series: bool = False) -> list[Any]:
+    """The IDs of a party's own file, in file order: its ``row_id`` column, or for a
+    series file (``series``) its ``series`` column (``.ts`` files: ``0 .. n-1``)."""
+    if series:
+        _, _, ids = _read_party_series(path)
+        return list(ids.tolist())
+    _, frame_ids = load_party_file(path)
+    return list(frame_ids.tolist())
+
+
+def _read_party_series(path: str | Path) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:
+    """:func:`read_series_file` of a party's series file, refused in one line that names
+    the layouts a series party reads."""
+    try:
+        return read_series_file(path, id_column=SERIES_ID_COLUMN, time_column=SERIES_TIME_COLUMN)
+    except ValueError as exc:
+        raise ValueError(
+            f"party file {path} is not a series file this run can read ({exc}); VFLGAN-TS "
+            "parties read wide files (series, <channel>@<step> columns: python -m "
+            "simulations.export_parties algorithm=vflgan_ts writes them), long files "
+            "(series, t, one column per channel) or .ts files"
+        ) from exc
+
+
 def series_party_file(path: str | Path, rows: Sequence[int] | None = None) -> PartyData:
     """A party's own series file (deployment of VFLGAN-TS): wide (``series``, then
     ``<channel>@<step>`` columns, as ``export_parties`` writes), long (``series``, ``t``,
@@ -408,17 +432,7 @@ def series_party_file(path: str | Path, rows: Sequence[int] | None = None) -> Pa
 
     ``rows``: only these series, in this order (after an alignment by ID); a fitted
     scaling is fitted on them alone."""
-    try:
-        values, channels, ids = read_series_file(
-            path, id_column=SERIES_ID_COLUMN, time_column=SERIES_TIME_COLUMN
-        )
-    except ValueError as exc:
-        raise ValueError(
-            f"party file {path} is not a series file this run can read ({exc}); VFLGAN-TS "
-            "parties read wide files (series, <channel>@<step> columns: python -m "
-            "simulations.export_parties algorithm=vflgan_ts writes them), long files "
-            "(series, t, one column per channel) or .ts files"
-        ) from exc
+    values, channels, ids = _read_party_series(path)
     if rows is not None:
         index = np.asarray(rows, dtype=np.int64)
         values, ids = np.ascontiguousarray(values[index]), ids[index]

@@ -149,12 +149,14 @@ def _positions(record: ConfigRecord, key: str, bound: int | None = None) -> list
 
 @dataclass(frozen=True)
 class PsiBlind:
-    """Server -> party: start (``salt`` binds the hashes to this run). Party -> server:
+    """Server -> party: start (``salt`` binds the hashes to this run; ``series``: the
+    party's file holds series, whose IDs are its ``series`` column). Party -> server:
     its partition id and blinded IDs in its secret order."""
 
     salt: bytes = b""
     partition_id: int = -1
     blinded: Sequence[bytes] = ()
+    series: bool = False
 
     def to_content(self) -> RecordDict:
         """The message content."""
@@ -162,6 +164,7 @@ class PsiBlind:
             "salt": self.salt,
             "partition_id": self.partition_id,
             "blinded": b"".join(self.blinded),
+            "series": self.series,
         }
         return RecordDict({P.PSI: ConfigRecord(fields)})  # type: ignore[arg-type]
 
@@ -170,8 +173,10 @@ class PsiBlind:
         """Decode (ProtocolError if malformed)."""
         record = get_config(content, P.PSI)
         salt = get_field(record, "salt", bytes)
-        assert isinstance(salt, bytes)
-        return cls(salt, get_int(record, "partition_id"), _points(record, "blinded"))
+        series = get_field(record, "series", bool)
+        assert isinstance(salt, bytes) and isinstance(series, bool)
+        blinded = _points(record, "blinded")
+        return cls(salt, get_int(record, "partition_id"), blinded, series)
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ def _check_no_id_crossed(messages: list[Message]) -> None:
                 "own",
                 "parties",
                 "kept",
+                "series",
             } or (key.startswith("p") and key[1:].isdigit()), key
             assert not isinstance(value, str), (key, value)
 

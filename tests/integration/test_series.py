@@ -386,13 +386,58 @@ def test_parties_reading_their_own_series_files_publish_the_simulated_runs_serie
         assert privacy["epsilon"] == reference["privacy"]["epsilon"]
 
 
-def test_a_series_deployment_refuses_id_alignment_in_one_line(tmp_path: Path):
-    done = _run(
-        "algorithm=vflgan_ts",
-        "dataset=sine6",
-        "runtime.align_ids=true",
-        f"hydra.run.dir={tmp_path}",
+def _deploy_files(tmp_path: Path, files: list[Path], overrides: str) -> pd.DataFrame:
+    """A deployment of ``overrides`` over the in-process grid whose parties read
+    ``files`` (the shared seed of an in-process run of seed 0); its synthetic series."""
+    from flwr_vflgan.simulations.config import compose_run_config, to_run_spec
+    from flwr_vflgan.simulations.launch import inprocess_nodes, shared_seed_for
+    from flwr_vflgan.simulations.series_pipeline import run_series
+
+    spec = to_run_spec(compose_run_config(overrides), tmp_path)
+    nodes = inprocess_nodes(2, shared_seed_for(spec.seed))
+    for node, path in zip(nodes, files, strict=True):
+        node[P.NODE_DATA_PATH] = str(path)
+    run_series(spec, grid=InProcessGrid(make_client_app(), nodes))
+    return pd.read_csv(tmp_path / "synthetic.csv")
+
+
+def test_series_parties_holding_different_series_align_them_by_id(tmp_path: Path):
+    """runtime.align_ids=true on series files: party 0 lacks the first 300 series, party
+    1 the last 248 and holds its rows shuffled. The parties keep the series both hold,
+    in party 0's order, and publish bit for bit what parties given exactly those series
+    in that order publish."""
+    import shutil
+
+    from flwr_vflgan.data.files import domain_sidecar
+    from flwr_vflgan.simulations.config import ExportConfig, compose_run_config, to_run_spec
+    from flwr_vflgan.simulations.export_parties import export_parties
+
+    base = (
+        f"algorithm=vflgan_ts dataset=sine6 runtime=deployment train.max_steps=6 "
+        f"output.publish_rows=40 output.evaluate=false {' '.join(SMALL)}"
     )
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert "runtime.align_ids=true aligns tables by ID" in done.stderr
-    assert "Traceback" not in done.stderr
+    spec = to_run_spec(compose_run_config(base), tmp_path / "unused")
+    exported = export_parties(spec.data, ExportConfig(out_dir=str(tmp_path / "parties")))
+    first, second = (pd.read_csv(path) for path in exported.data_files)
+    first = first.iloc[300:]
+    second = second.iloc[:1800].sample(frac=1.0, random_state=3)
+    common = first["series"][first["series"].isin(second["series"])].tolist()
+    assert len(common) == 1500
+    uneven, aligned = tmp_path / "uneven", tmp_path / "aligned"
+    for folder, frames in (
+        (uneven, (first, second)),
+        (aligned, tuple(f.set_index("series").loc[common].reset_index() for f in (first, second))),
+    ):
+        folder.mkdir()
+        for i, frame in enumerate(frames):
+            frame.to_csv(folder / f"party-{i}.csv", index=False)
+            shutil.copy(domain_sidecar(exported.data_files[i]), folder / f"party-{i}.domain.json")
+    by_id = _deploy_files(
+        tmp_path / "by-id",
+        [uneven / f"party-{i}.csv" for i in range(2)],
+        f"{base} runtime.align_ids=true",
+    )
+    given = _deploy_files(tmp_path / "given", [aligned / f"party-{i}.csv" for i in range(2)], base)
+    pd.testing.assert_frame_equal(by_id, given)
+    metrics = json.loads((tmp_path / "by-id" / "metrics.json").read_text())
+    assert metrics["train_rows"] == 1500, metrics

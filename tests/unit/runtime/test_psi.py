@@ -69,6 +69,8 @@ def test_messages_round_trip():
     points = psi.hash_ids([1, 2, 3], SALT)
     blind = psi.PsiBlind(SALT, 1, points)
     assert psi.PsiBlind.from_content(blind.to_content()) == psi.PsiBlind(SALT, 1, points)
+    series = psi.PsiBlind(SALT, series=True)  # the start of an alignment of series files
+    assert psi.PsiBlind.from_content(series.to_content()).series is True
     lists = psi.PsiLists([points, points[:1]], own=[points[1:]])
     decoded = psi.PsiLists.from_content(lists.to_content())
     assert [list(x) for x in decoded.lists] == [points, points[:1]]
