@@ -64,7 +64,9 @@ class ExportResult:
     n_rows: int
     out_dir: Path
     data_files: list[Path]
-    schema_files: list[Path]
+    sidecar_files: list[Path]
+    """The files beside the data files that each party also gets: its schema
+    (tables) and its public bounds (``party-<i>.domain.json``, where written)."""
     manifest: Path
     columns: list[list[str]]
     labels_file: Path | None = None
@@ -140,10 +142,21 @@ def export_parties(data: DataSpec, export: ExportConfig, label_party: bool = Fal
         n_rows=dataset.n_rows,
         out_dir=out_dir,
         data_files=data_files,
-        schema_files=[out_dir / f"party-{i}.schema.json" for i in range(len(columns))],
+        sidecar_files=_sidecars(out_dir, data_files, ("schema",)),
         manifest=out_dir / "manifest.json",
         columns=columns,
     )
+
+
+def _sidecars(out_dir: Path, data_files: list[Path], always: tuple[str, ...] = ()) -> list[Path]:
+    """Each party's ``party-<i>.<kind>.json`` of the ``always`` kinds, and its domain
+    sidecar where one was written, in party order."""
+    found = []
+    for i, data_file in enumerate(data_files):
+        found += [out_dir / f"party-{i}.{kind}.json" for kind in always]
+        if domain_sidecar(data_file).is_file():
+            found.append(domain_sidecar(data_file))
+    return found
 
 
 def _export_series(data: DataSpec, export: ExportConfig, out_dir: Path) -> ExportResult:
@@ -163,7 +176,7 @@ def _export_series(data: DataSpec, export: ExportConfig, out_dir: Path) -> Expor
         n_rows=table.n_series,
         out_dir=out_dir,
         data_files=files,
-        schema_files=[domain_sidecar(f) for f in files if domain_sidecar(f).is_file()],
+        sidecar_files=_sidecars(out_dir, files),
         manifest=out_dir / "manifest.json",
         columns=[[table.channels[c] for c in held] for held in table.parties],
         id_column="series",
@@ -230,7 +243,7 @@ def written_lines(result: ExportResult) -> list[str]:
         held = f"{len(result.columns[i])} {'channels' if series else 'columns'}"
         lines.append(f"  party {i}: {data_file}  ({held} + {result.id_column})")
         lines += [
-            f"           {s}" for s in result.schema_files if s.name.startswith(f"party-{i}.")
+            f"           {s}" for s in result.sidecar_files if s.name.startswith(f"party-{i}.")
         ]
     return lines
 

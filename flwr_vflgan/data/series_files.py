@@ -30,7 +30,7 @@ which they first appear.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -53,12 +53,9 @@ def wide_layout(columns: Sequence[object]) -> tuple[tuple[str, ...], int]:
     ValueError
         A column is not ``<channel>@<step>``, or the channels' steps differ.
     """
-    steps: dict[str, list[int]] = {}
-    for column in columns:
-        match = WIDE_COLUMN.match(str(column))
-        if match is None:
-            raise ValueError(f"column {column!r} is not a series column <channel>@<step>")
-        steps.setdefault(match["channel"], []).append(int(match["step"]))
+    steps = _channel_steps(
+        columns, lambda column: f"column {column!r} is not a series column <channel>@<step>"
+    )
     if not steps:
         raise ValueError("no series columns <channel>@<step>")
     for channel, held in steps.items():
@@ -67,6 +64,20 @@ def wide_layout(columns: Sequence[object]) -> tuple[tuple[str, ...], int]:
                 f"channel {channel!r} has steps {held[:5]}...: every channel needs steps 0..T-1"
             )
     return tuple(steps), len(next(iter(steps.values())))
+
+
+def _channel_steps(
+    columns: Sequence[object], stray: Callable[[object], str]
+) -> dict[str, list[int]]:
+    """The steps of each channel of wide ``<channel>@<step>`` columns, channels and steps
+    in column order; a column of another form is refused with ``stray(column)``."""
+    steps: dict[str, list[int]] = {}
+    for column in columns:
+        match = WIDE_COLUMN.match(str(column))
+        if match is None:
+            raise ValueError(stray(column))
+        steps.setdefault(match["channel"], []).append(int(match["step"]))
+    return steps
 
 
 def read_series_file(
@@ -157,18 +168,14 @@ def _wide(
     frame: pd.DataFrame, path: Path, id_column: str
 ) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:
     """A wide-format table's series (module docstring)."""
-    steps: dict[str, list[int]] = {}
-    for column in frame.columns:
-        if column == id_column:
-            continue
-        match = WIDE_COLUMN.match(str(column))
-        if match is None:
-            raise ValueError(
-                f"{path} is read as wide (no {id_column!r}/time column pair, columns named "
-                f"<channel>@<step>), but column {column!r} is neither the ID nor a series column: "
-                "leave it out with dataset.drop"
-            )
-        steps.setdefault(match["channel"], []).append(int(match["step"]))
+    steps = _channel_steps(
+        [c for c in frame.columns if c != id_column],
+        lambda column: (
+            f"{path} is read as wide (no {id_column!r}/time column pair, columns named "
+            f"<channel>@<step>), but column {column!r} is neither the ID nor a series column: "
+            "leave it out with dataset.drop"
+        ),
+    )
     first, *_ = steps.values()
     for channel, held in steps.items():
         if sorted(held) != sorted(first) or len(set(held)) != len(held):
