@@ -43,6 +43,10 @@ CLIENT_FAMILIES: dict[str, ClientFamily] = {
         "flwr_vflgan.clients.vdgan:VDGANPartyClient",
         {P.VD_SETUP: "setup", P.VD_STEP: "step", P.VD_DECODE: "decode"},
     ),
+    "latent": ClientFamily(
+        "flwr_vflgan.clients.latent:LatentDiffusionClient",
+        {P.LD_SETUP: "setup", P.LD_ENCODE: "encode", P.LD_DECODE: "decode"},
+    ),
     "keys": ClientFamily(
         "flwr_vflgan.clients.keys:KeyAgreementClient",
         {P.KEY_OFFER: "offer", P.KEY_SEAL: "seal", P.KEY_OPEN: "open"},

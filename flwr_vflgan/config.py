@@ -17,6 +17,7 @@ from typing import Any
 from flwr_vflgan.checked import build_checked
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.gan.config import ModelConfig, TrainConfig
+from flwr_vflgan.latent.config import LatentSettings
 from flwr_vflgan.marginals.config import MarginalSettings
 from flwr_vflgan.privacy.config import DPConfig, Mechanism
 from flwr_vflgan.series.config import SeriesSettings
@@ -57,6 +58,10 @@ class Variant(StrEnum):
     """Split learning with Max Norm's gradient noise (paper 002's baseline)."""
     MARVELL = "marvell"
     """Split learning with Marvell's gradient noise (paper 002's baseline)."""
+    LATENT_DIFFUSION = "latent_diffusion"
+    """One-round latent diffusion (SiloFuse-style): an autoencoder per party, the latents
+    of its rows sent once, a diffusion model on the server, each party decoding its slice
+    of the sampled latents."""
     AIM = "aim"
     """AIM (McKenna et al. 2022): centralized DP synthesis from noisy marginals."""
     MST = "mst"
@@ -82,6 +87,8 @@ class VFLGANConfig:
     """The marginal baselines' settings (used by ``aim`` and ``mst`` only)."""
     series: SeriesSettings = field(default_factory=SeriesSettings)
     """VFLGAN-TS's models, learning rates and loss weights (used by ``vflgan_ts`` only)."""
+    latent: LatentSettings = field(default_factory=LatentSettings)
+    """The autoencoders' and the diffusion model's settings (``latent_diffusion`` only)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.variant, Variant):
@@ -96,9 +103,12 @@ class VFLGANConfig:
             object.__setattr__(self, "marginals", MarginalSettings.from_dict(self.marginals))
         if isinstance(self.series, dict):
             object.__setattr__(self, "series", SeriesSettings.from_dict(self.series))
+        if isinstance(self.latent, dict):
+            object.__setattr__(self, "latent", LatentSettings.from_dict(self.latent))
         self._check_series()
         self._check_marginal()
         self._check_vdgan()
+        self._check_latent()
         if self.variant is Variant.VERTIGAN and self.dp.mechanism is Mechanism.END_TO_END:
             raise ValueError(
                 "dp=end_to_end accounts VFLGAN's shared discriminator with the parties' "
@@ -153,6 +163,21 @@ class VFLGANConfig:
                 "paper 003's first-layer mechanism, dp=vflgan_gaussian"
             )
 
+    def _check_latent(self) -> None:
+        if not self.is_latent:
+            return
+        if self.dp.enabled:
+            raise ValueError(
+                "algorithm=latent_diffusion has no DP mode yet: its latents of real rows reach "
+                "the server un-noised; use dp=none, or a DP algorithm (dp=end_to_end with "
+                "vflgan, aim or mst)"
+            )
+        if self.train.steps_per_exchange != 1:
+            raise ValueError(
+                f"train.steps_per_exchange={self.train.steps_per_exchange}: latent_diffusion "
+                "exchanges once each way whatever its epochs; remove it"
+            )
+
     def _check_vdgan(self) -> None:
         if not self.is_vdgan:
             if self.dp.mechanism is Mechanism.PATE:
@@ -186,6 +211,11 @@ class VFLGANConfig:
                 f"train.steps_per_exchange={self.train.steps_per_exchange}: a VDGAN exchange "
                 "is one iteration (n_critic critic steps and the generator's); set it to 1"
             )
+
+    @property
+    def is_latent(self) -> bool:
+        """Whether this is the one-round latent diffusion family."""
+        return self.variant is Variant.LATENT_DIFFUSION
 
     @property
     def is_vdgan(self) -> bool:
@@ -243,6 +273,7 @@ class VFLGANConfig:
         out["gafm"] = self.gafm.to_dict()
         out["marginals"] = self.marginals.to_dict()
         out["series"] = self.series.to_dict()
+        out["latent"] = self.latent.to_dict()
         return out
 
     @classmethod
@@ -256,11 +287,13 @@ class VFLGANConfig:
         gafm = GAFMSettings.from_dict(dict(data.pop("gafm", {}) or {}))
         marginals = MarginalSettings.from_dict(dict(data.pop("marginals", {}) or {}))
         series = SeriesSettings.from_dict(dict(data.pop("series", {}) or {}))
+        latent = LatentSettings.from_dict(dict(data.pop("latent", {}) or {}))
         variant = data.pop("variant", Variant.VFLGAN.value)
         if data:
             raise ValueError(
                 f"unknown VFLGAN config keys {sorted(data)}; valid: "
-                "['dp', 'gafm', 'marginals', 'model', 'series', 'train', 'variant', 'vtgan']"
+                "['dp', 'gafm', 'latent', 'marginals', 'model', 'series', 'train', 'variant', "
+                "'vtgan']"
             )
         return cls(
             variant=parse_variant(variant),
@@ -271,6 +304,7 @@ class VFLGANConfig:
             gafm=gafm,
             marginals=marginals,
             series=series,
+            latent=latent,
         )
 
 

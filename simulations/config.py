@@ -19,6 +19,7 @@ from flwr_vflgan.data.domain import PublicDomain, required_domain, resolve_domai
 from flwr_vflgan.data.series import SERIES_DATASETS, is_series_source
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.gafm.config import GAFMSettings
+from flwr_vflgan.latent.config import LatentSettings
 from flwr_vflgan.marginals.config import MarginalSettings
 from flwr_vflgan.privacy import DPConfig, Mechanism
 from flwr_vflgan.runtime.party_data import FITTED_ONLY, DataSpec
@@ -239,6 +240,7 @@ def base_node() -> dict[str, Any]:
         "vtgan": VTGANSettings().to_dict(),
         "gafm": {**GAFMSettings().to_dict(), "steps_per_exchange": None},
         "marginals": MarginalSettings().to_dict(),
+        "latent": plain(LatentSettings()),
         "series": {
             part: {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
             for part, values in SeriesSettings().to_dict().items()
@@ -520,10 +522,12 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             f"dataset.numeric_scaling={scaling} is the VFLGAN family's option (vflgan, vflgan_base, "
             f"vertigan, wgan_gp); algorithm={variant.value} encodes its own columns: remove it"
         )
-    if not algorithm.is_gafm and int(cfg.partition.n_parties) < 2:
+    # One party holding every column is latent diffusion's centralized reference.
+    least = 1 if algorithm.is_gafm or algorithm.is_latent else 2
+    if int(cfg.partition.n_parties) < least:
         raise ValueError(
             f"algorithm={variant.value} splits the columns among parties: partition.n_parties "
-            f"must be >= 2, got {cfg.partition.n_parties}"
+            f"must be >= {least}, got {cfg.partition.n_parties}"
         )
     _check_series(algorithm, str(cfg.dataset.source), cfg.dataset.get("time_column"))
     output = OutputConfig(**_section(cfg, "output", OutputConfig))
@@ -570,6 +574,7 @@ def _algorithm(cfg: DictConfig, runtime: RuntimeConfig) -> VFLGANConfig:
         gafm=GAFMSettings(**gafm),
         marginals=MarginalSettings(**_section(cfg, "marginals", MarginalSettings)),
         series=SeriesSettings.from_dict(_series_section(cfg)),
+        latent=LatentSettings.from_dict(_section(cfg, "latent", LatentSettings)),
     )
 
 

@@ -137,6 +137,13 @@ FAMILIES: tuple[Family, ...] = (
         reproduce="flwr_vflgan.simulations.reproduce_vflgan",
     ),
     Family(
+        "latent",
+        (Variant.LATENT_DIFFUSION,),
+        run="flwr_vflgan.simulations.pipeline:run_gan",
+        bench="flwr_vflgan.simulations.bench_latent:measure",
+        reproduce="flwr_vflgan.simulations.reproduce_vflgan",
+    ),
+    Family(
         "series",
         (Variant.VFLGAN_TS,),
         run="flwr_vflgan.simulations.series_pipeline:run_series",

@@ -43,6 +43,7 @@ from flwr_vflgan.privacy.guarantee import describe_guarantee, spent_description
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 from flwr_vflgan.strategies import (
+    LatentDiffusionStrategy,
     RunStopped,
     VDGANStrategy,
     VFLGANResult,
@@ -145,6 +146,7 @@ def run_gan(
             "synthetic_rows": len(synthetic),
             "resumed_from_step": result.resumed_from_step,
             "published_generator": result.published,
+            **({"phases": result.phases} if result.phases else {}),
             "privacy": privacy_metrics(spec, result),
             "history": result.history,
         }
@@ -263,11 +265,19 @@ def train_federated(
     observer: Callable | None,
     grid: Grid | None = None,
 ) -> VFLGANResult:
-    """VFLGAN / VFLGAN-base / VertiGAN / VDGAN / VT-GAN over the chosen Flower runtime (or
-    the given grid)."""
+    """VFLGAN / VFLGAN-base / VertiGAN / VDGAN / VT-GAN / latent diffusion over the chosen
+    Flower runtime (or the given grid)."""
     checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
-    strategy: VFLGANStrategy | VTGANStrategy | VDGANStrategy
-    if spec.algorithm.is_vdgan:
+    strategy: VFLGANStrategy | VTGANStrategy | VDGANStrategy | LatentDiffusionStrategy
+    if spec.algorithm.is_latent:
+        strategy = LatentDiffusionStrategy(
+            spec.algorithm,
+            publish_rows=spec.output.publish_rows,
+            checkpoint_dir=checkpoints,
+            party_checkpoint_root=None if spec.runtime.kind == "deployment" else checkpoints,
+            **strategy_settings(spec, progress),
+        )
+    elif spec.algorithm.is_vdgan:
         strategy = VDGANStrategy(
             spec.algorithm,
             evaluate_fn=evaluator.encoded_fd if evaluator is not None else None,

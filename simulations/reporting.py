@@ -45,6 +45,15 @@ class Reporter:
                 f"run directory: {s.run_dir}"
             )
             return
+        if s.algorithm.is_latent:
+            la = s.algorithm.latent
+            self._print(
+                f"flwr-vflgan: latent_diffusion on {s.data.source}, {s.data.n_parties} "
+                f"part{'y' if s.data.n_parties == 1 else 'ies'}, runtime={s.runtime.kind}, "
+                f"autoencoders {la.ae_epochs} epochs, diffusion {la.diffusion_epochs} epochs, "
+                f"seed={s.seed}\nrun directory: {s.run_dir}"
+            )
+            return
         t = s.algorithm.train
         steps = f", max_steps={t.max_steps}" if t.max_steps else ""
         dp = s.algorithm.dp
@@ -73,6 +82,12 @@ class Reporter:
                 f"cosine {record['leak_cosine']:.3f} mean {record['leak_mean']:.3f} "
                 f"median {record['leak_median']:.3f} split {record['leak_median_split']:.3f}  "
                 f"{record['elapsed']:.0f}s"
+            )
+            return
+        if "diffusion_loss" in record:
+            self._print(
+                f"diffusion epoch {int(record['epoch']):4d}/{int(record['total_epochs'])}  "
+                f"loss {record['diffusion_loss']:.4f}  {record['elapsed']:.0f}s"
             )
             return
         head = (
@@ -111,6 +126,18 @@ class Reporter:
             self.stream.write("\r\033[K")
             self._bar_shown = False
 
+    def _trained(self, metrics: dict[str, Any]) -> tuple[str, str]:
+        """The summary's account of the training (steps and exchanges, or the one-round
+        family's phases) and of the published model."""
+        if self.spec.algorithm.is_marginal:
+            return f"{metrics['steps']} marginals selected", ""
+        if self.spec.algorithm.is_latent:
+            phases = ", ".join(f"{k} {v:.0f}s" for k, v in metrics.get("phases", {}).items())
+            return f"{metrics['exchanges']} exchanges ({phases})", ""
+        best = metrics["best_epoch"]
+        selected = f"best epoch {best}; " if best is not None else "last generator; "
+        return f"{metrics['steps']} steps, {metrics['exchanges']} exchanges", selected
+
     def finish(self, metrics: dict[str, Any]) -> None:
         """The summary after the outputs were written."""
         self._clear_bar()
@@ -129,12 +156,8 @@ class Reporter:
                 + f"\nwrote {self.spec.run_dir / 'metrics.json'}, report.md, config.json"
             )
             return
-        best = metrics["best_epoch"]
         fd = "not evaluated" if metrics["fd"] is None else f"{metrics['fd']:.4f}"
-        selected = f"best epoch {best}; " if best is not None else "last generator; "
-        steps = f"{metrics['steps']} steps, {metrics['exchanges']} exchanges"
-        if self.spec.algorithm.is_marginal:
-            selected, steps = "", f"{metrics['steps']} marginals selected"
+        steps, selected = self._trained(metrics)
         unit = "series" if self.spec.algorithm.is_series else "rows"
         self._print(
             f"done in {metrics['wall_seconds']:.0f}s: {steps}; "

@@ -2,12 +2,14 @@
 
 from .exchange import RunStopped, exchange
 from .grid import InProcessGrid
+from .latent import LatentDiffusionStrategy
 from .vdgan import VDGANStrategy
 from .vflgan import VFLGANResult, VFLGANStrategy
 from .vtgan import VTGANStrategy
 
 __all__ = [
     "InProcessGrid",
+    "LatentDiffusionStrategy",
     "RunStopped",
     "VDGANStrategy",
     "VFLGANResult",

@@ -91,6 +91,8 @@ class VFLGANResult:
     """Why training stopped before its schedule's end to stay within a budget, if it did."""
     published: str = "last"
     """Which generators were published: ``best_fd`` (lowest Frechet distance) or ``last``."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of a one-round run's phases (latent diffusion; empty elsewhere)."""
 
 
 def collect_published(

@@ -259,8 +259,11 @@ def split_columns(spec: DataSpec, schema: Schema) -> list[list[str]]:
     known: a registered dataset's, or ``label`` for a file) with
     :func:`~flwr_vflgan.data.importance.feature_importance`, seeded by
     ``partition_seed`` (0 when None); it is the same on every call and in every process
-    with the same libraries (one BLAS thread), and is computed once per process.
+    with the same libraries (one BLAS thread), and is computed once per process. One
+    party holds every column (a family run centralized: ``latent_diffusion``'s reference).
     """
+    if spec.n_parties == 1:
+        return [list(schema.names)]
     if spec.partition == "importance":
         parts = [list(part) for part in _importance_parts(spec.to_json())]
         if sorted(name for part in parts for name in part) != sorted(schema.names):

@@ -133,3 +133,18 @@ CUT = "cut"
 GF_STATE_META = "gafm.meta"
 GF_STATE_FLAT = "gafm.flat"
 GF_STATE_ROWS = "gafm.rows"
+
+# -- Latent diffusion in one round (SiloFuse-style) ---------------------------------------
+# What crosses the wire: server -> party: configuration (setup), a request for the
+# party's latents, its slice of the sampled synthetic latents. party -> server: row count,
+# ID digest, column names and its latent width (setup); the latents of every one of its
+# rows, once, in the agreed row order (one row of latents per real row); its decoded
+# synthetic columns. Never: raw or encoded real rows, the autoencoder's parameters,
+# encoder statistics.
+LD_SETUP = "query.latent_setup"
+LD_ENCODE = "train.latent_encode"
+LD_DECODE = "evaluate.latent_decode"
+LATENTS = "latents"
+
+LD_STATE_META = "latent.meta"
+LD_STATE_MODEL = "latent.model"

@@ -37,6 +37,7 @@ def _run(module: str, *args: str, env: dict[str, str] | None = None) -> subproce
         ("algorithm=nosuch", "Available options in 'algorithm': aim; ctgan; gafm"),
         ("dp.target_epsilon=-1", "dp.target_epsilon=-1 without a DP mechanism"),
         ("dataset.source=/nonexistent/table.csv", "/nonexistent/table.csv does not exist"),
+        ("latent.ae_epochs=0", "latent.ae_epochs must be a positive integer, got 0"),
     ],
 )
 def test_bad_input_gets_one_line_and_status_2(tmp_path: Path, override: str, message: str):

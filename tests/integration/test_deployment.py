@@ -462,6 +462,41 @@ def test_vdgan_on_party_nodes_publishes_what_the_in_process_run_publishes(
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
 
+LATENT_OVERRIDES = (
+    "algorithm=latent_diffusion runtime=deployment output.evaluate=false "
+    "output.publish_rows=200 latent.ae_epochs=2 latent.ae_hidden=[32] latent.ae_min_steps=1 "
+    "latent.diffusion_min_steps=1 "
+    "latent.diffusion_epochs=2 latent.diffusion_steps=20 latent.denoiser_hidden=[32,32]"
+)
+
+
+@pytest.mark.slow
+def test_latent_diffusion_on_stock_supernodes_publishes_the_in_process_table(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """The one-round family on an unmodified SuperLink and two stock ``flower-supernode``s
+    (no party node): setup, the latents up, the sampled latents down, three exchanges
+    whatever the epochs, and the table of an in-process run, bit for bit."""
+    dataset = ("dataset=csv", f"dataset.source={adult_small}")
+    overrides = f"{LATENT_OVERRIDES} {' '.join(dataset)}"
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=None,
+        timeout=GAFM_RUN_TIMEOUT,
+    )
+    try:
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        assert metrics["algorithm"] == "latent_diffusion" and metrics["exchanges"] == 3, metrics
+        reference, deployed = _same_table_as_inprocess(deployment, overrides, tmp_path)
+        assert reference.exchanges == 3
+        _check_own_columns(deployed, deployment.parties)
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+
+
 # VFLGAN-TS on the sine data with small models: 8 steps in blocks of 4, 40 series
 # published, the last generators (no evaluation on the server, which reads no data).
 SERIES_DATA = ("algorithm=vflgan_ts", "dataset=sine6")

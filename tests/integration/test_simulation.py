@@ -230,3 +230,29 @@ def test_vflgan_ts_in_the_simulation_engine_matches_in_process(tmp_path: Path) -
     sim_table = pd.read_csv(tmp_path / "sim" / "synthetic.csv")
     assert sim_table["series"].nunique() == 300 and len(sim_table) == 300 * 800
     pd.testing.assert_frame_equal(sim_table, pd.read_csv(tmp_path / "local" / "synthetic.csv"))
+
+
+@pytest.mark.slow
+def test_latent_diffusion_in_the_simulation_engine_matches_in_process(tmp_path: Path) -> None:
+    """The one-round family's three exchanges (setup, latents up, sampled latents down)
+    publish the same table whatever carries them; the epochs change nothing in the count."""
+    extra = (
+        "algorithm=latent_diffusion",
+        "latent.ae_epochs=2",
+        "latent.ae_min_steps=1",
+        "latent.diffusion_min_steps=1",
+        "latent.ae_hidden=[32]",
+        "latent.diffusion_epochs=2",
+        "latent.diffusion_steps=20",
+        "latent.denoiser_hidden=[32,32]",
+        "output.evaluate=false",
+    )
+    simulated = _run("simulation", tmp_path / "sim", *extra)
+    local = _run("inprocess", tmp_path / "local", *extra)
+    assert simulated["algorithm"] == "latent_diffusion"
+    assert simulated["exchanges"] == local["exchanges"] == 3
+    assert set(simulated["phases"]) == {"autoencoders", "diffusion", "sampling", "decoding"}
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "sim" / "synthetic.csv"),
+        pd.read_csv(tmp_path / "local" / "synthetic.csv"),
+    )

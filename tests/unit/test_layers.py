@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"data", "nn"},
     {"runtime", "metrics"},
     {"privacy", "evaluation"},
-    {"gan", "vtgan", "gafm", "marginals", "series"},  # the algorithm families
+    {"gan", "vtgan", "gafm", "marginals", "series", "latent"},  # the algorithm families
     {"config"},  # the umbrella of a run's settings (every family's)
     {"strategies", "clients"},
     {"simulations"},
