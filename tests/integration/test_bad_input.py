@@ -234,8 +234,12 @@ def test_dataset_and_partition_errors_name_the_problem(adult_small: Path) -> Non
         DataSpec(source="adult", partition="columns")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="n_parties must be an integer >= 1"):
         DataSpec(source="adult", n_parties=0)
-    with pytest.raises(ValueError, match="n_parties must be >= 2 for a vertical split"):
-        party_block(DataSpec(source="adult", n_parties=1), 0)
+    # One party holds every column (latent_diffusion's centralized reference); the
+    # families that split columns refuse partition.n_parties=1 at the command line.
+    whole = party_block(DataSpec(source=str(adult_small), n_parties=1), 0)
+    assert whole.schema.names == list(pd.read_csv(adult_small, nrows=1).columns)
+    with pytest.raises(ValueError, match="partition-id 1 is out of range for 1 parties"):
+        party_block(DataSpec(source=str(adult_small), n_parties=1), 1)
 
 
 def test_non_finite_values_in_a_party_table_are_rejected(tmp_path: Path) -> None:
