@@ -141,7 +141,7 @@ class LatentDiffusionClient:
         settings = meta.algorithm.latent
         encoder, encoded = self._encoding(meta, data)
         model, losses = train_autoencoder(
-            encoded, encoder.spans, settings, meta.seed, _log_epoch(meta)
+            encoded, encoder.spans, settings, meta.seed, _log_epoch(meta, data.n_rows)
         )
         log.info(
             "party %d: autoencoder trained on %d rows, final loss %.4f",
@@ -237,16 +237,12 @@ def _array(values: np.ndarray) -> Array:
     return Array(np.ascontiguousarray(values))
 
 
-def _log_epoch(meta: LatentPartyMeta) -> Callable[[int, float], None]:
-    total = meta.algorithm.latent.ae_epochs
+def _log_epoch(meta: LatentPartyMeta, n_rows: int) -> Callable[[int, float], None]:
+    total = meta.algorithm.latent.ae_epochs_for(n_rows)
 
     def on_epoch(epoch: int, loss: float) -> None:
         log.debug(
-            "party %d: autoencoder epoch %d (at least %d) loss %.4f",
-            meta.partition_id,
-            epoch + 1,
-            total,
-            loss,
+            "party %d: autoencoder epoch %d/%d loss %.4f", meta.partition_id, epoch + 1, total, loss
         )
 
     return on_epoch

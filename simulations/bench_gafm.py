@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, Message
+from flwr.app import Message
 from omegaconf import DictConfig
 
 from flwr_vflgan.clients import make_client_app
@@ -41,17 +41,9 @@ from flwr_vflgan.simulations.config import RunSpec, register_configs, to_run_spe
 from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid
 from flwr_vflgan.strategies.gafm import GAFMStrategy
+from flwr_vflgan.strategies.traffic import message_array_bytes
 
 register_configs()
-
-
-def _payload(message: Message) -> int:
-    return sum(
-        len(array.data)
-        for record in message.content.values()
-        if isinstance(record, ArrayRecord)
-        for array in record.values()
-    )
 
 
 def measure(cfg: DictConfig) -> dict[str, Any]:
@@ -69,8 +61,12 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
     inprocess, log = _inprocess_run(spec, settings, warm)
     inprocess /= steps
     step_messages = [m for m in log if m.metadata.message_type == P.GF_STEP]
-    to_party = [_payload(m) for m in step_messages if m.metadata.reply_to_message_id == ""]
-    from_party = [_payload(m) for m in step_messages if m.metadata.reply_to_message_id != ""]
+    to_party = [
+        message_array_bytes(m) for m in step_messages if m.metadata.reply_to_message_id == ""
+    ]
+    from_party = [
+        message_array_bytes(m) for m in step_messages if m.metadata.reply_to_message_id != ""
+    ]
     n = spec.data.n_parties
     result: dict[str, Any] = {
         "dataset": spec.data.source,

@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from flwr.app import ArrayRecord, Message
+from flwr.app import Message
 from omegaconf import DictConfig
+
+from flwr_vflgan.strategies.traffic import message_array_bytes
 
 from .bench_vflgan import probe_peak_rss_mb
 from .config import RunSpec, to_run_spec
@@ -59,22 +61,13 @@ class _Bytes:
         self.down: dict[int, int] = {}
 
     def __call__(self, message: Message) -> None:
-        if not message.has_content():
-            return
-        size = sum(
-            len(array.data)
-            for record in message.content.values()
-            if isinstance(record, ArrayRecord)
-            for array in record.values()
-        )
+        size = message_array_bytes(message)
         if message.metadata.reply_to_message_id:
-            self.up[message.metadata.src_node_id] = (
-                self.up.get(message.metadata.src_node_id, 0) + size
-            )
+            node = message.metadata.src_node_id
+            self.up[node] = self.up.get(node, 0) + size
         else:
-            self.down[message.metadata.dst_node_id] = (
-                self.down.get(message.metadata.dst_node_id, 0) + size
-            )
+            node = message.metadata.dst_node_id
+            self.down[node] = self.down.get(node, 0) + size
 
     def per_party(self) -> dict[str, list[int]]:
         nodes = sorted(set(self.up) | set(self.down))

@@ -268,41 +268,23 @@ def train_federated(
     """VFLGAN / VFLGAN-base / VertiGAN / VDGAN / VT-GAN / latent diffusion over the chosen
     Flower runtime (or the given grid)."""
     checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
-    strategy: VFLGANStrategy | VTGANStrategy | VDGANStrategy | LatentDiffusionStrategy
+    kind: type[VFLGANStrategy | VTGANStrategy | VDGANStrategy | LatentDiffusionStrategy]
+    kind, scored = VFLGANStrategy, True  # scored: the strategy keeps the best epoch by FD
     if spec.algorithm.is_latent:
-        strategy = LatentDiffusionStrategy(
-            spec.algorithm,
-            publish_rows=spec.output.publish_rows,
-            checkpoint_dir=checkpoints,
-            party_checkpoint_root=None if spec.runtime.kind == "deployment" else checkpoints,
-            **strategy_settings(spec, progress),
-        )
+        kind, scored = LatentDiffusionStrategy, False
     elif spec.algorithm.is_vdgan:
-        strategy = VDGANStrategy(
-            spec.algorithm,
-            evaluate_fn=evaluator.encoded_fd if evaluator is not None else None,
-            publish_rows=spec.output.publish_rows,
-            checkpoint_dir=checkpoints,
-            party_checkpoint_root=None if spec.runtime.kind == "deployment" else checkpoints,
-            **strategy_settings(spec, progress),
-        )
+        kind = VDGANStrategy
     elif spec.algorithm.is_vtgan:
-        strategy = VTGANStrategy(
-            spec.algorithm,
-            publish_rows=spec.output.publish_rows,
-            checkpoint_dir=checkpoints,
-            party_checkpoint_root=None if spec.runtime.kind == "deployment" else checkpoints,
-            **strategy_settings(spec, progress),
-        )
-    else:
-        strategy = VFLGANStrategy(
-            spec.algorithm,
-            evaluate_fn=evaluator.encoded_fd if evaluator is not None else None,
-            publish_rows=spec.output.publish_rows,
-            checkpoint_dir=checkpoints,
-            party_checkpoint_root=None if spec.runtime.kind == "deployment" else checkpoints,
-            **strategy_settings(spec, progress),
-        )
+        kind, scored = VTGANStrategy, False
+    own = {"evaluate_fn": evaluator.encoded_fd} if scored and evaluator is not None else {}
+    strategy = kind(
+        spec.algorithm,
+        publish_rows=spec.output.publish_rows,
+        checkpoint_dir=checkpoints,
+        party_checkpoint_root=None if spec.runtime.kind == "deployment" else checkpoints,
+        **own,
+        **strategy_settings(spec, progress),
+    )
     return start_on_runtime(strategy, spec, grid=grid, observer=observer)
 
 

@@ -39,10 +39,10 @@ class Traffic:
             self.from_client.setdefault(kind, [0] * len(order))
         for message in messages:
             i = index[message.metadata.dst_node_id]
-            for name, size in _payload(message.content).items():
+            for name, size in payload_bytes(message.content).items():
                 self.to_client[applied if name == P.GRADS else forward][i] += size
         for node, reply in replies.items():
-            for name, size in _payload(reply.content).items():
+            for name, size in payload_bytes(reply.content).items():
                 self.from_client[applied if name == P.CHUNK else forward][index[node]] += size
 
     def per_step(self) -> dict[str, dict[str, list[float]]]:
@@ -59,10 +59,15 @@ class Traffic:
         }
 
 
-def _payload(content: RecordDict) -> dict[str, int]:
+def payload_bytes(content: RecordDict) -> dict[str, int]:
     """Bytes of array data per record name."""
     return {
         name: sum(len(array.data) for array in record.values())
         for name, record in content.items()
         if isinstance(record, ArrayRecord)
     }
+
+
+def message_array_bytes(message: Message) -> int:
+    """Bytes of array data a message carries (0 for an error reply)."""
+    return sum(payload_bytes(message.content).values()) if message.has_content() else 0
