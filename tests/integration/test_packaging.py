@@ -23,6 +23,20 @@ assert parse_args(["--insecure"]).insecure
 cfg = compose_run_config("algorithm=vflgan_base partition.n_parties=3")
 assert cfg.algorithm.variant == "vflgan_base" and cfg.partition.n_parties == 3, cfg
 assert len(load_dataset("adult").frame) == 48842
+# Every package of the namespace imports from the wheel: the checkout's editable finder
+# (on sys.meta_path of this interpreter) would otherwise stand in for a package the
+# wheel left out, as it did for flwr_vflgan.latent and flwr_vflgan.series.
+import importlib, pkgutil, sys
+for info in pkgutil.walk_packages(flwr_vflgan.__path__, "flwr_vflgan."):
+    if info.ispkg:
+        importlib.import_module(info.name)
+home = flwr_vflgan.__file__.rsplit("/", 1)[0]
+outside = sorted(
+    name for name, module in sys.modules.items()
+    if name.startswith("flwr_vflgan.") and not (getattr(module, "__file__", None) or home).startswith(home)
+)
+assert not outside, f"imported from outside the wheel: {outside}"
+import flwr_vflgan.latent, flwr_vflgan.series
 print(flwr_vflgan.__file__)
 """
 
