@@ -205,7 +205,7 @@ _HEADLINES = {
         "diff_corr_across_client",
     ),
     "avd": ("k2_avd", "k3_avd", "dcm"),
-    "ai_utility": ("trtr_accuracy", "tstr_accuracy", "total_difference"),
+    "ai_utility": ("trtr_accuracy", "tstr_accuracy", "trtr_r2", "tstr_r2", "total_difference"),
     "ml_efficacy": ("accuracy_difference", "f1_difference", "auc_difference"),
     "privacy": ("dcr_median", "holdout_dcr_median", "exact_match_fraction", "nndr_median"),
     "images": ("image_fd", "inception_score", "real_inception_score"),

@@ -73,20 +73,26 @@ def _key_values(metrics: dict[str, Any]) -> list[str]:
 
 def _ai_utility(m: dict[str, Any]) -> list[str]:
     settings = ("trtr", "tsts", "trts", "tstr")
+    regression = "trtr_r2" in m  # a continuous label (flwr_vflgan.metrics.regression)
+    scores = ("r2",) if regression else ("accuracy", "f1")
     row: list[Any] = []
     for s in settings:
-        for metric in ("accuracy", "f1"):
+        for metric in scores:
             value = format_value(m.get(f"{s}_{metric}"))
             diff = m.get(f"{s}_{metric}_difference")
             row.append(value if diff is None else f"{value} ({format_value(diff)})")
     row.append(m.get("total_difference"))
-    header = [f"{s.upper()} {metric}" for s in settings for metric in ("Acc", "F1")]
+    names = ("R²",) if regression else ("Acc", "F1")
+    header = [f"{s.upper()} {metric}" for s in settings for metric in names]
     folds = m.get("folds")
+    split = "shuffled" if regression else "stratified"
     note = (
         f"TRTR and TSTS by {int(folds)}-fold cross-validation"
         if folds
-        else "TRTR and TSTS on one stratified 80/20 split (evaluation.cv_folds=0)"
+        else f"TRTR and TSTS on one {split} 80/20 split (evaluation.cv_folds=0)"
     )
+    if regression:
+        note = "Random-forest regressors scored by R² (the label is continuous). " + note
     return [*_table([*header, "Total Difference"], [row]), "", note + "."]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from flwr_vflgan.data.schema import Schema
+from flwr_vflgan.data.schema import ColumnKind, Schema
 from flwr_vflgan.evaluation.config import EvaluationConfig
 from flwr_vflgan.evaluation.gaps import split_numeric_gaps
 from flwr_vflgan.metrics.frechet import frechet_distance
@@ -157,7 +157,7 @@ def evaluate_tables(
         "privacy",
         "images",
     ):
-        reason = _skip_reason(group, config, label, image)
+        reason = _skip_reason(group, config, label, image) or _regression_skip(group, schema, label)
         if reason:
             out.skipped[group] = reason
             continue
@@ -210,6 +210,21 @@ def _skip_reason(group: str, config: EvaluationConfig, label: str | None, image:
         return "image table: paper 000 evaluates images with the autoencoder FD and inception score"
     if group in ("ai_utility", "ml_efficacy", "images") and label is None:
         return "no label column (set label=... or declare one in the schema)"
+    return ""
+
+
+def _continuous_label(schema: Schema, label: str | None) -> bool:
+    """Whether ``label`` is a continuous column: utility then regresses (R²), and the
+    held-out split cannot be stratified by it."""
+    return label is not None and schema.kind_of(label) is ColumnKind.CONTINUOUS
+
+
+def _regression_skip(group: str, schema: Schema, label: str | None) -> str:
+    if group == "ml_efficacy" and _continuous_label(schema, label):
+        return (
+            f"label {label!r} is continuous: paper 001's five classifiers need classes "
+            "(ai_utility scores it by R² instead)"
+        )
     return ""
 
 
@@ -268,11 +283,13 @@ def _avd(x: _Inputs) -> dict[str, Any]:
 
 
 def _ai_utility(x: _Inputs) -> dict[str, Any]:
+    from flwr_vflgan.metrics.regression import regression_utility
     from flwr_vflgan.metrics.utility import ai_training_utility
 
     assert x.label is not None
     c = x.config
-    return ai_training_utility(
+    utility = regression_utility if _continuous_label(x.schema, x.label) else ai_training_utility
+    return utility(
         x.real, x.synthetic, x.schema, label=x.label, folds=c.cv_folds, seed=c.seed, n_jobs=c.n_jobs
     )
 
@@ -282,7 +299,7 @@ def _real_split(x: _Inputs) -> tuple[pd.DataFrame, pd.DataFrame]:
         return x.real, x.holdout
     from flwr_vflgan.metrics.utility import split_holdout
 
-    if x.label is None:
+    if x.label is None or _continuous_label(x.schema, x.label):
         shuffled = x.real.sample(frac=1.0, random_state=x.config.seed).reset_index(drop=True)
         n_test = max(1, round(len(shuffled) * x.config.holdout_fraction))
         return shuffled.iloc[n_test:].reset_index(drop=True), shuffled.iloc[:n_test]

@@ -202,9 +202,11 @@ def _check_real_label(labels: np.ndarray, label: str, folds: int) -> None:
     rare = {c: n for c, n in counts.items() if n < needed}
     if rare:
         hint = "use fewer folds or folds=0 (one split)" if folds else "it needs 2 rows per class"
+        shown = dict(list(rare.items())[:5])
+        more = f" and {len(rare) - len(shown)} more" if len(rare) > len(shown) else ""
         raise ValueError(
-            f"label {label!r} of the real table has classes with fewer than {needed} rows "
-            f"{rare} but folds={folds}: {hint}"
+            f"label {label!r} of the real table has {len(rare)} classes with fewer than "
+            f"{needed} rows ({shown}{more}) but folds={folds}: {hint}"
         )
 
 

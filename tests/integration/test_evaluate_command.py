@@ -135,3 +135,38 @@ def test_evaluation_benchmark_reports_every_group_and_the_target(adult_small: Pa
     }  # fmt: skip
     assert result["rows"] == 640 and result["cv_folds"] == 0
     assert result["within_target"] is (result["total_seconds"] < result["target_seconds"])
+
+
+def test_a_run_on_a_table_with_a_continuous_label_trains_and_evaluates(tmp_path: Path) -> None:
+    """California housing's label is a price: the run's evaluation regresses (R²) where
+    it used to stop after training with a message listing every price as a class."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 4, size=300)
+    table = pd.DataFrame(
+        {"x": x, "c": rng.choice(["a", "b"], size=300), "price": 2 * x + rng.normal(0, 0.2, 300)}
+    )
+    source = tmp_path / "prices.csv"
+    table.to_csv(source, index=False)
+    out = tmp_path / "run"
+    tiny = "latent.ae_epochs=1 latent.ae_min_steps=1 latent.diffusion_epochs=1"
+    tiny += " latent.diffusion_min_steps=1 latent.diffusion_steps=5 latent.denoiser_hidden=[16]"
+    done = run_module(
+        "simulations.run",
+        "algorithm=latent_diffusion",
+        "dataset=csv",
+        f"dataset.source={source}",
+        "dataset.label=price",
+        *tiny.split(),
+        *FAST,
+        f"hydra.run.dir={out}",
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    evaluation = json.loads((out / "metrics.json").read_text())["evaluation"]
+    assert evaluation["settings"]["label"] == "price"
+    utility = evaluation["ai_utility"]
+    assert utility["trtr_r2"] > 0.8  # the real rows' forest learns the price
+    assert set(utility) >= {"tsts_r2", "trts_r2", "tstr_r2", "total_difference"}
+    assert "is continuous" in evaluation["skipped"]["ml_efficacy"]
+    assert "TRTR R²" in (out / "report.md").read_text()
+    assert (out / "synthetic.csv").exists()

@@ -215,3 +215,32 @@ def test_numeric_gaps_are_measured_as_values_and_a_missing_rate(real: pd.DataFra
             for v in same_rate.metrics[group].values()
             if isinstance(v, float)
         ), group
+
+
+def test_a_continuous_label_is_scored_by_regression_not_refused(tmp_path: Path) -> None:
+    """California housing's label is a price: utility regresses (R²), ML efficacy's
+    classifiers are skipped with the reason, and the holdout split is not stratified."""
+    rng = np.random.default_rng(0)
+
+    def table(rows: int) -> pd.DataFrame:
+        x = rng.uniform(0, 4, size=rows)
+        noise = rng.normal(0, 0.1, rows)
+        return pd.DataFrame({"x": x, "c": rng.choice(["a", "b"], size=rows), "y": x + noise})
+
+    schema = Schema(
+        (
+            ColumnSpec("x", ColumnKind.CONTINUOUS),
+            ColumnSpec("c", ColumnKind.CATEGORICAL),
+            ColumnSpec("y", ColumnKind.CONTINUOUS),
+        ),
+        label="y",
+    )
+    real, synthetic = table(300), table(300)
+    result = evaluate_tables(real, synthetic, schema, config=FAST)
+    utility = result.metrics["ai_utility"]
+    assert utility["trtr_r2"] > 0.8 and utility["total_difference"] < 0.3
+    assert "is continuous" in result.skipped["ml_efficacy"]
+    assert result.metrics["privacy"]["rows_compared"] > 0
+    write_report(tmp_path, result, real, synthetic, schema, title="price")
+    text = (tmp_path / "report.md").read_text()
+    assert "TRTR R²" in text and "regressors scored by R²" in text

@@ -178,8 +178,24 @@ def test_rare_real_class_suggests_fewer_folds():
     real = _signal_table()
     real["label"] = "no"
     real.loc[:2, "label"] = "yes"  # three rows
-    with pytest.raises(ValueError, match=r"fewer than 5 rows \{'yes': 3\}.*folds=0"):
+    with pytest.raises(
+        ValueError, match=r"1 classes with fewer than 5 rows \(\{'yes': 3\}\).*folds=0"
+    ):
         ai_training_utility(real, _signal_table(), label="label", folds=5)
+
+
+def test_many_rare_classes_are_counted_not_listed() -> None:
+    """A price-like label (a class per row) must give a short message, not every class."""
+    real = _signal_table()
+    real["label"] = np.arange(len(real)) * 0.5
+    synthetic = _signal_table()
+    synthetic["label"] = 1.0
+    with pytest.raises(ValueError) as caught:
+        ai_training_utility(real, synthetic, label="label", folds=0)
+    message = str(caught.value)
+    assert f"{len(real)} classes with fewer than 2 rows" in message
+    assert f"and {len(real) - 5} more" in message
+    assert len(message) < 300
 
 
 def test_single_class_real_label_is_rejected():
