@@ -66,6 +66,27 @@ def config_differences(saved: object, current: object, at: str = "") -> list[str
     return []
 
 
+# Settings sections that only one algorithm family reads: another family's checkpoint
+# resumes whatever they hold (a VFLGAN run must not be refused because latent diffusion's
+# defaults changed since it was written).
+_ONLY_READ_BY = {"latent": ("latent_diffusion",)}
+
+
+def _read_settings(config: object) -> object:
+    """``config`` without the sections its algorithm never reads, at any depth: a mapping
+    with a ``variant`` key is an algorithm configuration."""
+    if isinstance(config, list):
+        return [_read_settings(item) for item in config]
+    if not isinstance(config, dict):
+        return config
+    variant = config.get("variant")
+    return {
+        key: _read_settings(value)
+        for key, value in config.items()
+        if not (isinstance(variant, str) and variant not in _ONLY_READ_BY.get(key, (variant,)))
+    }
+
+
 def refuse_other_config(where: Path, saved_json: str, current_json: str) -> None:
     """Raise unless a checkpoint's configuration is this run's.
 
@@ -74,7 +95,9 @@ def refuse_other_config(where: Path, saved_json: str, current_json: str) -> None
     ValueError
         Naming every key that differs (the first five) and what to do.
     """
-    differences = config_differences(json.loads(saved_json), json.loads(current_json))
+    differences = config_differences(
+        _read_settings(json.loads(saved_json)), _read_settings(json.loads(current_json))
+    )
     if differences:
         shown = "; ".join(differences[:5])
         more = f" (and {len(differences) - 5} more)" if len(differences) > 5 else ""

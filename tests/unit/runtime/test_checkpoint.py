@@ -67,6 +67,30 @@ def test_config_differences_name_every_leaf_that_differs():
     assert config_differences(saved, saved) == []
 
 
+def test_another_familys_settings_do_not_block_a_resume(tmp_path):
+    """A VFLGAN checkpoint written before latent diffusion's defaults changed resumes;
+    a latent-diffusion checkpoint with other latent settings is still refused."""
+    from flwr_vflgan.runtime.checkpoint import refuse_other_config
+
+    def config(variant: str, diffusion_lr: float, lr: float = 0.1) -> str:
+        algorithm = {
+            "variant": variant,
+            "train": {"lr": lr},
+            "latent": {"diffusion_lr": diffusion_lr},
+        }
+        return json.dumps({"algorithm": algorithm, "seed": 0})
+
+    refuse_other_config(tmp_path, config("vflgan", 0.001), config("vflgan", 0.004))
+    with pytest.raises(ValueError, match=r"algorithm\.train\.lr: 0\.1 in the checkpoint, 0\.2 now"):
+        refuse_other_config(tmp_path, config("vflgan", 0.001), config("vflgan", 0.004, lr=0.2))
+    with pytest.raises(
+        ValueError, match=r"algorithm\.latent\.diffusion_lr: 0\.001 in the checkpoint"
+    ):
+        refuse_other_config(
+            tmp_path, config("latent_diffusion", 0.001), config("latent_diffusion", 0.004)
+        )
+
+
 def test_missing_party_step_names_what_was_found(tmp_path):
     for step in (3, 5):
         save_party_checkpoint(tmp_path, step, _flat(step), [step, step], {}, CONFIG)
