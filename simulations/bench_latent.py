@@ -38,8 +38,12 @@ from .config import RunSpec, to_run_spec
 from .pipeline import train_federated
 
 _PARTY_PROBE = """
-import json, resource, sys
+import json, sys
+from flwr_vflgan.clients.node import return_freed_memory
+return_freed_memory()  # as flwr-vflgan-node does before it loads anything
 import torch
+from flwr_vflgan.clients.lean_torch import defer_torch_dynamo
+defer_torch_dynamo()  # and before it loads the ClientApp
 torch.set_num_threads(1)
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.latent.autoencoder import decode_latents, encode_rows, train_autoencoder
@@ -49,7 +53,6 @@ data = party_block(spec, 0)
 model, _ = train_autoencoder(data.encoded, data.encoder.spans, config.latent, 0)
 latents = encode_rows(model, data.encoded)
 data.encoder.inverse_transform(decode_latents(model, latents, data.encoder.spans))
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 

@@ -194,7 +194,7 @@ def runtime_rows(spec: Any, k: int, steps: int, job: int, deployment: bool) -> l
 
 
 _PARTY_PROBE = """
-import resource, sys
+import sys
 from flwr_vflgan.clients.node import return_freed_memory
 return_freed_memory()  # as flwr-vflgan-node does before it loads anything
 import torch
@@ -216,7 +216,6 @@ for step in range(50):
     trainer.forward(step, kind)
     trainer.apply(step, kind, torch.zeros(shape) if kind is StepKind.DISCRIMINATOR else None, torch.zeros(shape))
 trainer.generate(data.n_rows, 1)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 
@@ -227,11 +226,29 @@ def party_peak_rss_mb(spec: Any) -> float:
     )
 
 
+# The child's own peak: VmHWM belongs to the address space that exec gave it. Its
+# ru_maxrss does not (Linux carries the parent's peak into a forked child across exec,
+# so a probe started from a benchmark that had grown to 613 MiB read 613 MiB).
+_PRINT_PEAK_RSS = """
+def _peak_rss_mb():
+    try:
+        with open("/proc/self/status") as status:
+            return next(float(l.split()[1]) / 1024 for l in status if l.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(_peak_rss_mb())
+"""
+
+
 def probe_peak_rss_mb(probe: str, *args: str) -> float:
-    """Run the Python source ``probe`` with ``args`` in a child process; the last line it
-    prints is its peak RSS in MiB (a party's memory, apart from this benchmark's)."""
+    """Run the Python source ``probe`` with ``args`` in a child process and return the
+    child's peak RSS in MiB (``VmHWM``: a party's memory, apart from this benchmark's)."""
     out = subprocess.run(
-        [sys.executable, "-c", probe, *args], check=True, capture_output=True, text=True
+        [sys.executable, "-c", probe + _PRINT_PEAK_RSS, *args],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return float(out.stdout.strip().splitlines()[-1])
 

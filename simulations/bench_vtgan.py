@@ -284,7 +284,7 @@ def print_traffic(results: dict[str, Any]) -> None:
 
 # -- memory -------------------------------------------------------------------------------------
 _PARTY_PROBE = """
-import json, resource, sys
+import json, sys
 import numpy as np, torch
 torch.set_num_threads(1)
 from flwr_vflgan.config import VFLGANConfig
@@ -316,7 +316,6 @@ for step in range(50):  # reply and message stay alive into the next step, as in
         party.apply_discriminator(step, chunk, False, grad_real, grad_fake, np.sort(selected))
     else:
         party.apply_generator(step, chunk, False, grad_fake)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 

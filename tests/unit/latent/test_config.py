@@ -87,9 +87,20 @@ def test_a_small_table_takes_at_least_the_minimum_steps() -> None:
     # Adult's 48,842 rows take the epochs as given (96 and 191 batches an epoch) ...
     assert settings.ae_epochs_for(48_842) == settings.ae_epochs == 20
     assert settings.diffusion_epochs_for(48_842) == settings.diffusion_epochs == 60
-    # ... a 1,000-row table is trained for as many steps (2 and 4 batches an epoch).
-    assert settings.ae_epochs_for(1_000) == 950  # 1,900 steps
-    assert settings.diffusion_epochs_for(1_000) == 2_750  # 11,000 steps
+    # ... California housing's 20,640 rows are raised to the step floor ...
+    assert settings.ae_epochs_for(20_640) == 47  # 41 batches: 1,927 steps
+    assert settings.diffusion_epochs_for(20_640) == 136  # 81 batches: 11,016 steps
+    # ... and a 1,000-row table stops at the epoch caps (2 and 4 batches an epoch),
+    # where the floor alone would ask for 950 and 2,750 epochs.
+    assert settings.ae_epochs_for(1_000) == settings.ae_max_epochs == 200
+    assert settings.diffusion_epochs_for(1_000) == settings.diffusion_max_epochs == 500
+    uncapped = LatentSettings(ae_max_epochs=10_000, diffusion_max_epochs=10_000)
+    assert uncapped.ae_epochs_for(1_000) == 950  # 1,900 steps
+    assert uncapped.diffusion_epochs_for(1_000) == 2_750  # 11,000 steps
+    # The cap limits the raise only: epochs asked for above it are kept.
+    assert LatentSettings(ae_epochs=300, ae_max_epochs=200).ae_epochs_for(1_000) == 300
+    with pytest.raises(ValueError, match=r"latent\.diffusion_max_epochs must be a positive"):
+        LatentSettings(diffusion_max_epochs=0)
     with pytest.raises(ValueError, match="n_rows must be a positive integer"):
         settings.ae_epochs_for(0)
     with pytest.raises(ValueError, match=r"latent\.numeric_scaling must be 'quantile' or"):
