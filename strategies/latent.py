@@ -114,7 +114,9 @@ class LatentDiffusionStrategy(VerticalStrategy["_Run", VFLGANResult]):
         s = self.config.latent
         return (
             f"LatentDiffusionStrategy({self.n_parties} parties, autoencoders "
-            f"{s.ae_epochs} epochs, diffusion {s.diffusion_epochs} epochs of T="
+            f"{s.ae_epochs} epochs (at least {s.ae_min_steps} steps, raised to at most "
+            f"{s.ae_max_epochs} epochs), diffusion {s.diffusion_epochs} epochs (at least "
+            f"{s.diffusion_min_steps} steps, at most {s.diffusion_max_epochs} epochs) of T="
             f"{s.diffusion_steps}, checkpoints={'on' if self.checkpoint_dir else 'off'})"
         )
 
