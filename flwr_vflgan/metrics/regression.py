@@ -24,6 +24,7 @@ from sklearn.model_selection import KFold
 
 from flwr_vflgan.data.schema import Schema
 from flwr_vflgan.metrics.tables import FeatureEncoder, check_pair
+from flwr_vflgan.metrics.utility import _check_seed, _random_states
 
 __all__ = ["regression_utility"]
 
@@ -67,11 +68,12 @@ def regression_utility(
     Raises
     ------
     ValueError
-        If ``folds`` is negative or 1, a table has fewer rows than the splits need, or
-        the label is constant in the real table.
+        If ``folds`` is negative or 1, ``seed`` is negative, a table has fewer rows than
+        the splits need, or the label is constant in the real table.
     """
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 0 or folds == 1:
         raise ValueError(f"folds must be 0 or at least 2, got {folds!r}")
+    _check_seed(seed)
     schema = check_pair(real, synthetic, schema, label=label)
     y_real, y_synthetic = _numbers(real, label, "real"), _numbers(synthetic, label, "synthetic")
     if np.ptp(y_real) == 0:
@@ -82,9 +84,7 @@ def regression_utility(
             raise ValueError(f"the {name} table has {len(y)} rows; {splits} splits need more")
     encoder = FeatureEncoder(schema, exclude=[label], scaling="minmax").fit(real)
     x_real, x_synthetic = encoder.transform(real), encoder.transform(synthetic)
-    forest_state, split_state = (
-        int(w) for w in np.random.SeedSequence(int(seed)).generate_state(2)
-    )
+    forest_state, split_state = _random_states(seed, 2)
     forest = RandomForestRegressor(
         n_estimators=int(n_estimators), random_state=forest_state, n_jobs=n_jobs
     )
