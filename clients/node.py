@@ -28,7 +28,6 @@ loudly instead of at a user's site.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import logging
 import signal
 import sys
@@ -60,6 +59,8 @@ from flwr.supercore.inflatable.inflatable_utils import (
 from flwr.supercore.run import Run, RunNotRunningException
 from flwr.supernode.fleet_http_connection import http_request_response
 
+from flwr_vflgan.clients.party_process import prepare_party_process
+
 log = logging.getLogger(__name__)
 
 FLWR_INTERNALS = {
@@ -88,11 +89,6 @@ OBJECT_RETRY_FIRST = 0.002
 OBJECT_RETRY_CAP = 0.05
 """First and longest wait, in seconds, before pulling an object again that the sender has
 not pushed yet (Flower's defaults: 1 s and 10 s)."""
-
-HEAP_MMAP_THRESHOLD = 1 << 20
-"""Bytes from which glibc serves an allocation from its own mapping (see
-:func:`return_freed_memory`)."""
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
 
 ERROR_CLIENT_EXCEPTION = 4
 """Flower's error code of a ClientApp that raised (``flwr.common.constant.ErrorCode``)."""
@@ -376,26 +372,6 @@ def _push_reply(
         )
 
 
-def return_freed_memory(threshold: int = HEAP_MMAP_THRESHOLD) -> bool:
-    """Have glibc serve allocations of ``threshold`` bytes or more from their own memory
-    mappings, which go back to the system when freed; returns whether it applied.
-
-    glibc raises its mapping threshold to the size of the largest block freed (up to
-    32 MiB), so after a whole table has been generated and decoded the same sizes come
-    from the heap, whose freed pages stay with the process. A party node generates a
-    full table for every evaluation and for the publication and would keep the peak of
-    each: measured on Adult, a fixed 1 MiB threshold lowers a party's peak by about
-    40 MiB and its resident memory after a publication by about 50 MiB. Elsewhere than
-    glibc (musl, macOS) this does nothing.
-    """
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
-
-
 def _read(path: str) -> bytes:
     return Path(path).read_bytes()
 
@@ -481,14 +457,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"flwr-vflgan-node: error: {exc}", file=sys.stderr, flush=True)
         return 2
-    if not return_freed_memory():
+    # Before the ClientApp loads: glibc returns freed tables, TorchDynamo stays unloaded.
+    if not prepare_party_process().freed_memory_returned:
         log.info("not glibc: freed memory is returned to the system as the allocator decides")
     import torch
 
-    from flwr_vflgan.clients.lean_torch import defer_torch_dynamo
-
-    # Before the ClientApp loads: eager training never needs TorchDynamo (~70 MiB).
-    defer_torch_dynamo()
     from flwr_vflgan.clients.client_app import app
 
     torch.set_num_threads(settings.torch_threads)

@@ -39,11 +39,9 @@ from .pipeline import train_federated
 
 _PARTY_PROBE = """
 import json, sys
-from flwr_vflgan.clients.node import return_freed_memory
-return_freed_memory()  # as flwr-vflgan-node does before it loads anything
+from flwr_vflgan.clients.party_process import prepare_party_process
+prepare_party_process()  # as a party node and a stock SuperNode's ClientApp do
 import torch
-from flwr_vflgan.clients.lean_torch import defer_torch_dynamo
-defer_torch_dynamo()  # and before it loads the ClientApp
 torch.set_num_threads(1)
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.latent.autoencoder import decode_latents, encode_rows, train_autoencoder

@@ -195,11 +195,9 @@ def runtime_rows(spec: Any, k: int, steps: int, job: int, deployment: bool) -> l
 
 _PARTY_PROBE = """
 import sys
-from flwr_vflgan.clients.node import return_freed_memory
-return_freed_memory()  # as flwr-vflgan-node does before it loads anything
+from flwr_vflgan.clients.party_process import prepare_party_process
+prepare_party_process()  # as a party node and a stock SuperNode's ClientApp do
 import torch
-from flwr_vflgan.clients.lean_torch import defer_torch_dynamo
-defer_torch_dynamo()  # and before it loads the ClientApp
 torch.set_num_threads(1)
 from flwr_vflgan.runtime.party_data import DataSpec, party_block
 from flwr_vflgan.config import VFLGANConfig

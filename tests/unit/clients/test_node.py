@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import platform
 import subprocess
 import sys
 
@@ -25,7 +24,6 @@ from flwr_vflgan.clients.node import (
     PartyNode,
     main,
     parse_args,
-    return_freed_memory,
 )
 
 
@@ -146,9 +144,3 @@ def test_a_party_process_does_not_load_libraries_only_other_roles_use():
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "", f"a party process imports {out.stdout.strip()}"
-
-
-def test_freed_memory_goes_back_to_the_system_on_glibc():
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        pytest.skip("mallopt is glibc's")
-    assert return_freed_memory() is True
