@@ -206,7 +206,7 @@ def test_bad_settings_are_refused_in_one_line() -> None:
         VFLGANConfig.from_dict({"variant": "latent_diffusion"}), n_parties=2
     ).summary()
     assert "autoencoders 20 epochs (at least 1900 steps, raised to at most 200 epochs)" in summary
-    assert "diffusion 60 epochs (at least 11000 steps, at most 500 epochs) of T=100" in summary
+    assert "diffusion 150 epochs (at least 11000 steps, at most 500 epochs) of T=100" in summary
 
 
 def test_one_party_holding_every_column_is_the_family_run_centralized(adult_small: Path) -> None:

@@ -86,10 +86,12 @@ def test_a_small_table_takes_at_least_the_minimum_steps() -> None:
     settings = LatentSettings()
     # Adult's 48,842 rows take the epochs as given (96 and 191 batches an epoch) ...
     assert settings.ae_epochs_for(48_842) == settings.ae_epochs == 20
-    assert settings.diffusion_epochs_for(48_842) == settings.diffusion_epochs == 60
-    # ... California housing's 20,640 rows are raised to the step floor ...
+    assert settings.diffusion_epochs_for(48_842) == settings.diffusion_epochs == 150
+    # ... California housing's 20,640 rows are raised to the autoencoder's step floor
+    # (its 150 denoiser epochs of 81 batches already pass the denoiser's) ...
     assert settings.ae_epochs_for(20_640) == 47  # 41 batches: 1,927 steps
-    assert settings.diffusion_epochs_for(20_640) == 136  # 81 batches: 11,016 steps
+    assert settings.diffusion_epochs_for(20_640) == 150  # 12,150 steps
+    assert settings.diffusion_epochs_for(10_000) == 275  # 40 batches: 11,000 steps
     # ... and a 1,000-row table stops at the epoch caps (2 and 4 batches an epoch),
     # where the floor alone would ask for 950 and 2,750 epochs.
     assert settings.ae_epochs_for(1_000) == settings.ae_max_epochs == 200
