@@ -12,7 +12,9 @@ peak fell from 551 to 488 MiB), for models that are never compiled.
 exactly those two calls as eager PyTorch does (``graph_break`` does nothing, ``disable``
 returns the function unchanged) and imports the real ``torch._dynamo`` the moment
 anything asks it for another name, so code that compiles still gets the compiler.
-Only ``flwr-vflgan-node`` installs it, before it imports the ClientApp; tests pin the
+Only party processes install it, before they import the ClientApp (``flwr-vflgan-node``
+and a stock SuperNode's ``flwr-clientapp``, through
+:mod:`flwr_vflgan.clients.party_process`); tests pin the
 two calls, and a torch release that uses another name of ``torch._dynamo`` on the
 optimizer's path brings the real module back (the memory test then fails, the
 training does not change).

@@ -88,5 +88,7 @@ def is_flower_clientapp_process(argv0: str | None = None) -> bool:
 
 
 def prepare_if_flower_clientapp() -> PartySetup | None:
-    """:func:`prepare_party_process` in a ``flwr-clientapp`` process; ``None`` elsewhere."""
+    """:func:`prepare_party_process` in a ``flwr-clientapp`` process; elsewhere nothing
+    is applied, and the result is :data:`APPLIED` as it stands (``None`` unless the
+    process applied the set-up itself, as ``flwr-vflgan-node`` does)."""
     return prepare_party_process() if is_flower_clientapp_process() else APPLIED
