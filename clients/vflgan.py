@@ -345,6 +345,11 @@ class VFLGANClient:
             if privacy and trainer.privacy
             else None
         )
+        if spent and privacy and isinstance(trainer, PartyTrainer):
+            schedule = _schedule(trainer.config, data.n_rows)
+            insiders = trainer.against_parties(schedule, privacy["d_steps"])
+            if insiders is not None:
+                spent["against_parties"] = insiders
         if spent and isinstance(data.encoder, SeriesEncoder) and data.encoder.reads_private:
             spent["preprocessing"] = [SERIES_SCALING]  # outside the epsilon: say so
         return GenerateReply(

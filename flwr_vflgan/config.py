@@ -115,6 +115,7 @@ class VFLGANConfig:
                 "discriminators; vertigan has none: use dp=dpsgd (VertiGAN's own DP-SGD, one "
                 "joint account over the parties) or dp=vflgan_gaussian (paper 000's Table 1)"
             )
+        self._check_masking()
         if self.gafm.ablation is not None and self.variant is not Variant.GAFM:
             raise ValueError(
                 f"gafm.ablation={self.gafm.ablation} ablates GAFM's gradient; "
@@ -136,6 +137,22 @@ class VFLGANConfig:
                 f"train.generator_average averages the VFLGAN family's generators "
                 f"(vflgan, vflgan_base, wgan_gp, vertigan); {self.variant.value} does not use it: "
                 "remove it"
+            )
+
+    def _check_masking(self) -> None:
+        size = self.dp.masked_batch_size
+        if size is None:
+            return
+        if self.variant not in (Variant.VFLGAN, Variant.VFLGAN_BASE):
+            raise ValueError(
+                f"dp.masked_batch_size is paper 000's batch masking for vflgan and "
+                f"vflgan_base; algorithm={self.variant.value} does not take it: remove it"
+            )
+        if size <= self.train.batch_size:
+            raise ValueError(
+                f"dp.masked_batch_size={size} must exceed train.batch_size="
+                f"{self.train.batch_size}: each party keeps train.batch_size of the "
+                "masked_batch_size rows a step draws"
             )
 
     def _check_marginal(self) -> None:

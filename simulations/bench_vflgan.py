@@ -26,7 +26,9 @@ It measures (the last line printed is one JSON object):
 * ``inprocess_dp_gaussian_step_ms``, ``inprocess_dpsgd_step_ms`` and
   ``inprocess_dp_end_to_end_step_ms``: the in-process grid with each DP mechanism
   (epsilon 10; ``end_to_end`` with the bundled public domain), and their ratios over
-  ``inprocess_step_ms``.
+  ``inprocess_step_ms``; ``inprocess_dp_gaussian_masked_step_ms``: the first-layer
+  mechanism with batch masking at ``B_hat = 16 B`` (``masked_batch_size``), and
+  ``masked_over_dp_gaussian``, its cost over the unmasked DP step.
 
 Step times exclude setup and publication (the strategy times its training loop alone)
 and come after ``bench.warmup`` steps.
@@ -251,10 +253,21 @@ def probe_peak_rss_mb(probe: str, *args: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def with_dp(spec: Any, mechanism: str) -> Any:
+MASKED_RATIO = 16
+"""``B_hat / B`` of the masked measurement: on Adult the smallest power of two whose
+guarantee against the parties is clearly below the unmasked one (docs/privacy.md)."""
+
+
+def with_dp(spec: Any, mechanism: str, masked_batch_size: int | None = None) -> Any:
     """``spec`` with a DP mechanism at epsilon 10, delta 1e-5 (its noise calibrated);
-    ``end_to_end`` takes the dataset's bundled public domain when the spec has none."""
-    dp = DPConfig(mechanism=Mechanism(mechanism), target_epsilon=10.0, delta=1e-5)
+    ``end_to_end`` takes the dataset's bundled public domain when the spec has none;
+    ``masked_batch_size`` turns on batch masking."""
+    dp = DPConfig(
+        mechanism=Mechanism(mechanism),
+        target_epsilon=10.0,
+        delta=1e-5,
+        masked_batch_size=masked_batch_size,
+    )
     data = spec.data
     if dp.mechanism is Mechanism.END_TO_END:
         domain = required_domain(data.public_domain, data.source)
@@ -286,6 +299,18 @@ def measure_dp(results: dict[str, Any], spec: Any, warmup: int, steps: int) -> N
         print(
             f"in-process, {mechanism:15s} {results[key]:8.2f} ms/step "
             f"({results[f'inprocess_{name}_over_inprocess']:.2f}x in-process without DP)",
+            flush=True,
+        )
+    if spec.algorithm.variant in (Variant.VFLGAN, Variant.VFLGAN_BASE):
+        drawn = MASKED_RATIO * spec.algorithm.train.batch_size
+        masked = with_dp(spec, "vflgan_gaussian", masked_batch_size=drawn)
+        key = "inprocess_dp_gaussian_masked_step_ms"
+        results["masked_batch_size"] = drawn
+        results[key] = inprocess_step_ms(masked, warmup, steps)
+        results["masked_over_dp_gaussian"] = results[key] / results["inprocess_dp_gaussian_step_ms"]
+        print(
+            f"in-process, vflgan_gaussian, masked {drawn} rows {results[key]:8.2f} ms/step "
+            f"({results['masked_over_dp_gaussian']:.2f}x unmasked)",
             flush=True,
         )
 

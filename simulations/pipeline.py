@@ -39,7 +39,11 @@ from flwr_vflgan.gan.schedule import (
 from flwr_vflgan.metrics.frechet import GaussianStats, frechet_distance
 from flwr_vflgan.nn.models import joint_spans
 from flwr_vflgan.privacy import Mechanism, PrivacyPlan, plan_privacy
-from flwr_vflgan.privacy.guarantee import describe_guarantee, spent_description
+from flwr_vflgan.privacy.guarantee import (
+    against_parties_description,
+    describe_guarantee,
+    spent_description,
+)
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 from flwr_vflgan.strategies import (
@@ -479,6 +483,9 @@ def privacy_rows(privacy: dict[str, Any] | None) -> dict[str, Any]:
         rows[f"epsilon spent ({party['party']})"] = (
             f"{party['epsilon']:.4f} after {spent_description(party)}"
         )
+        insiders = against_parties_description(party)
+        if insiders:
+            rows[f"against the other parties ({party['party']})"] = insiders
     if privacy["budget_stop"]:
         rows["stopped early"] = privacy["budget_stop"]
     rows["published generator"] = privacy["published_generator"]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from flwr_vflgan.gan.schedule import describe_length
-from flwr_vflgan.privacy.guarantee import spent_description
+from flwr_vflgan.privacy.guarantee import against_parties_description, spent_description
 
 from .config import RunSpec
 
@@ -184,6 +184,9 @@ class Reporter:
                     f"{party['target_epsilon']:g} at delta {party['delta']:g} for "
                     f"{privacy['guarantee']} ({privacy['mechanism']}, {spent_description(party)})"
                 )
+                insiders = against_parties_description(party)
+                if insiders:
+                    self._print(f"privacy      {party['party']}: {insiders}")
             if privacy.get("joint_epsilon") is not None:
                 self._print(
                     f"privacy      joint: epsilon {privacy['joint_epsilon']:.4f} of "

@@ -105,12 +105,15 @@ def wire_width(config: GANSettings) -> int:
 
 def fixed_rows(config: GANSettings, kind: StepKind) -> int | None:
     """Rows every party's tensors of a ``kind`` step have on the wire: the batch (``None``
-    for a Poisson-sampled discriminator batch, whose size the party draws), or VertiGAN's
+    for a Poisson-sampled discriminator batch, whose size the party draws; ``B_hat`` for a
+    masked one), or VertiGAN's
     (:func:`~flwr_vflgan.gan.vertigan.wire_rows`)."""
     if config.shares_backbone:
         return wire_rows(config.model, kind)
     if kind is StepKind.DISCRIMINATOR and config.dp.poisson:
         return None
+    if kind is StepKind.DISCRIMINATOR:
+        return config.dp.drawn_rows(config.train.batch_size)  # B_hat under batch masking
     return config.train.batch_size
 
 

@@ -10,7 +10,7 @@ the kind of step ``t`` from ``t`` alone, which lets a party reject an out-of-ord
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
@@ -179,6 +179,17 @@ class Schedule:
         cycle = self.n_critic + 1
         generator_region = (self.d_steps_per_epoch // self.n_critic) * cycle
         return epochs * self.d_steps_per_epoch + within - min(within, generator_region) // cycle
+
+    def discriminator_steps(self, count: int) -> Iterator[int]:
+        """The first ``count`` discriminator steps' numbers, in order (fewer if the
+        schedule holds fewer)."""
+        found = 0
+        for step in range(self.total_steps):
+            if found >= count:
+                return
+            if self.kind(step) is StepKind.DISCRIMINATOR:
+                found += 1
+                yield step
 
     def last_step_within(self, d_steps: int) -> int:
         """The most steps (from 0, capped at ``total_steps``) that hold at most ``d_steps``

@@ -20,12 +20,13 @@ VFLGAN-base drops ``D_i^2`` and ``L_{D_i}`` (Appendix A.5).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from flwr_vflgan.gan.losses import critic_loss, generator_loss, gradient_penalty
-from flwr_vflgan.gan.schedule import StepKind
+from flwr_vflgan.gan.schedule import Schedule, StepKind
 from flwr_vflgan.nn.models import (
     LocalDiscriminator,
     ParameterAverage,
@@ -39,6 +40,7 @@ from flwr_vflgan.nn.models import (
     seeded_init,
 )
 from flwr_vflgan.privacy.config import Mechanism, PrivacyPlan
+from flwr_vflgan.privacy.masking import against_parties, mask_positions, max_appearances
 from flwr_vflgan.privacy.mechanisms import row_penalty, wgan_gp_row_loss
 from flwr_vflgan.privacy.updates import discriminator_update
 from flwr_vflgan.runtime.blocks import StepTensors
@@ -176,24 +178,37 @@ class PartyTrainer:
         self.privacy = privacy
         if noise_seed is None:
             noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
+        self.noise_seed = noise_seed
+        """The party's secret: its DP noise and its batch masks come from it."""
         self.d_update = discriminator_update(privacy, noise_seed)
+        self.drawn = config.dp.drawn_rows(train.batch_size)
+        """Rows a discriminator step draws: ``B_hat`` under batch masking, else ``B``."""
+        if self.drawn > data.shape[0]:
+            raise ValueError(
+                f"dp.masked_batch_size={self.drawn} exceeds the {data.shape[0]} training "
+                "rows: lower it"
+            )
 
     # -- random draws of a step ------------------------------------------------------
     def _batch(self, step: int) -> torch.Tensor:
         idx = discriminator_batch(
-            self.shared_seed,
-            step,
-            self.data.shape[0],
-            self.config.train.batch_size,
-            self.config.dp.poisson,
+            self.shared_seed, step, self.data.shape[0], self.drawn, self.config.dp.poisson
         )
         return self.data[idx]
 
     def batch_rows(self, step: int, kind: StepKind) -> int:
-        """Rows of step ``step``'s features (a Poisson batch's size varies per step)."""
+        """Rows of step ``step``'s features (a Poisson batch's size varies per step; a
+        masked one holds ``B_hat``)."""
         if kind is StepKind.DISCRIMINATOR and self.config.dp.poisson:
             return int(self._batch(step).shape[0])
-        return self.config.train.batch_size
+        return self.drawn if kind is StepKind.DISCRIMINATOR else self.config.train.batch_size
+
+    def kept_positions(self, step: int) -> torch.Tensor | None:
+        """Positions of the drawn rows this party's update of step ``step`` keeps
+        (``None``: all of them, no masking)."""
+        if self.drawn == self.config.train.batch_size or self.config.dp.poisson:
+            return None
+        return mask_positions(self.noise_seed, step, self.drawn, self.config.train.batch_size)
 
     def _fake(self, step: int, rows: int | None = None) -> torch.Tensor:
         """``batch_size`` fake rows, or the first ``rows`` of at least ``batch_size``
@@ -237,6 +252,17 @@ class PartyTrainer:
             return self._apply_discriminator(step, grad_real, grad_fake)
         return self._apply_generator(step, grad_fake)
 
+    def _kept_rows(self, step: int, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Batch masking: ``(real, fake, alpha, grad_real, grad_fake)`` at the kept
+        positions only (all of them without masking). The server's gradients carry
+        ``1 / B_hat``; rescaled, the kept rows' mean carries ``1 / B``."""
+        kept = self.kept_positions(step)
+        if kept is None:
+            return rows
+        real, fake, alpha, grad_real, grad_fake = rows
+        scale = real.shape[0] / kept.shape[0]
+        return real[kept], fake[kept], alpha[kept], grad_real[kept] * scale, grad_fake[kept] * scale
+
     def _apply_discriminator(
         self, step: int, grad_real: torch.Tensor, grad_fake: torch.Tensor
     ) -> float:
@@ -244,6 +270,9 @@ class PartyTrainer:
         with torch.no_grad(), frozen_batchnorm_stats(self.generator):
             fake = self._fake(step, real.shape[0])
         alpha = uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
+        real, fake, alpha, grad_real, grad_fake = self._kept_rows(
+            step, real, fake, alpha, grad_real, grad_fake
+        )
         train, disc = self.config.train, self.discriminator
         # A per-sample update never forms the batch loss: its local part is then unknown.
         local = torch.tensor(float("nan"))
@@ -294,6 +323,24 @@ class PartyTrainer:
             disc, self.d_opt, batch_loss, row_loss, (real, fake, alpha, grad_real, grad_fake), step
         )
         return float(local.detach())
+
+    def against_parties(self, schedule: Schedule, d_steps: int) -> dict[str, Any] | None:
+        """The guarantee of this party's first ``d_steps`` discriminator releases against
+        the other parties, who know each step's rows (:mod:`flwr_vflgan.privacy.masking`);
+        ``None`` without DP, under ``dp.sampling=poisson`` or ``dp=end_to_end`` (not
+        accounted against the parties) and for VertiGAN."""
+        plan = self.privacy
+        if (
+            plan is None
+            or self.config.dp.poisson
+            or self.config.shares_backbone
+            or plan.config.mechanism not in (Mechanism.VFLGAN_GAUSSIAN, Mechanism.DPSGD)
+        ):
+            return None
+        appearances = max_appearances(
+            self.shared_seed, schedule.discriminator_steps(d_steps), self.data.shape[0], self.drawn
+        )
+        return against_parties(plan, self.drawn, appearances)
 
     def _apply_generator(self, step: int, grad_fake: torch.Tensor) -> float:
         with frozen_batchnorm_stats(self.generator):

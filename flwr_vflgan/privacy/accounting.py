@@ -289,6 +289,19 @@ def _convert(rdp: np.ndarray, delta: float, conversion: Conversion) -> float:
     return float(value)
 
 
+def epsilon_from_rdp(
+    rdp: np.ndarray, delta: float, conversion: Conversion | str = Conversion.CLASSIC
+) -> float:
+    """Epsilon at ``delta`` of an RDP curve over ``RDP_ORDERS`` (e.g. a per-order minimum
+    of two valid bounds, which is itself a valid bound)."""
+    delta = _check_delta(delta)
+    conversion = _coerce_choice(Conversion, conversion, "conversion")
+    rdp = np.asarray(rdp, dtype=np.float64)
+    if rdp.shape != (len(RDP_ORDERS),):
+        raise ValueError(f"an RDP curve needs {len(RDP_ORDERS)} orders, got shape {rdp.shape}")
+    return _convert(rdp, delta, conversion)
+
+
 def epsilon(
     events: Sequence[GaussianSteps],
     delta: float,

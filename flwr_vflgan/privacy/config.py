@@ -100,6 +100,13 @@ class DPConfig:
         real table, as paper 000's experiments do. That choice reads the real data outside
         the accounted mechanism, so it is off by default under DP and the last generator
         is published.
+    masked_batch_size
+        ``B_hat``, paper 000's batch masking (Section 3.5, end; :mod:`flwr_vflgan.privacy.masking`):
+        each discriminator step draws ``B_hat`` rows, and each party's update keeps the
+        gradients of ``train.batch_size`` of them, chosen with its secret noise seed, so no
+        party knows which rows another used. ``None`` (the default): no masking. VFLGAN and
+        VFLGAN-base under ``vflgan_gaussian`` or ``dpsgd`` only; must exceed
+        ``train.batch_size``.
     pate_teachers, pate_top_k, pate_clip, pate_threshold
         ``pate`` only (:mod:`flwr_vflgan.privacy.pate`): teachers per client ``E``, signs
         each teacher votes on per synthetic row ``K``, the per-entry clip ``c`` before
@@ -123,6 +130,7 @@ class DPConfig:
     sampling: Sampling = Sampling.WITHOUT_REPLACEMENT
     conversion: Conversion = Conversion.CLASSIC
     select_by_fd: bool = False
+    masked_batch_size: int | None = None
     pate_teachers: int = 10
     pate_top_k: int = 5
     pate_clip: float = 1.0
@@ -138,7 +146,7 @@ class DPConfig:
             # A budget or noise given without a mechanism would silently train without DP.
             given = [
                 f"dp.{name}={getattr(self, name)!r}"
-                for name in ("target_epsilon", "noise_multiplier", "clip")
+                for name in ("target_epsilon", "noise_multiplier", "clip", "masked_batch_size")
                 if getattr(self, name) is not None
             ]
             if given:
@@ -169,12 +177,40 @@ class DPConfig:
             _number("noise_multiplier", self.noise_multiplier)
         if self.mechanism is Mechanism.PATE:
             self._check_pate()
+        self._check_masking()
         if self.sampling is Sampling.POISSON and not self.mechanism.per_sample:
             raise ValueError(
                 "dp.sampling=poisson needs dp=dpsgd or dp=end_to_end: the first-layer "
                 "mechanism's sensitivity "
                 "2C is proven for fixed-size batches without replacement (paper 000, Prop. 4)"
             )
+
+    def _check_masking(self) -> None:
+        size = self.masked_batch_size
+        if size is None:
+            return
+        if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+            raise ValueError(f"dp.masked_batch_size must be an integer >= 2, got {size!r}")
+        if self.mechanism not in (Mechanism.VFLGAN_GAUSSIAN, Mechanism.DPSGD):
+            raise ValueError(
+                f"dp.masked_batch_size masks the parties' discriminator updates under "
+                f"dp=vflgan_gaussian or dp=dpsgd; dp={self.mechanism.value} does not take it: "
+                "remove it"
+            )
+        if self.sampling is Sampling.POISSON:
+            raise ValueError(
+                "dp.masked_batch_size draws fixed-size batches of B_hat rows: remove "
+                "dp.sampling=poisson"
+            )
+
+    @property
+    def masked(self) -> bool:
+        """Whether discriminator batches are masked (``masked_batch_size`` is set)."""
+        return self.enabled and self.masked_batch_size is not None
+
+    def drawn_rows(self, batch_size: int) -> int:
+        """Rows a discriminator step draws: ``masked_batch_size``, or ``batch_size``."""
+        return self.masked_batch_size if self.masked and self.masked_batch_size else batch_size
 
     def _check_pate(self) -> None:
         for name in ("pate_teachers", "pate_top_k"):

@@ -144,6 +144,11 @@ _RNG = "the noise comes from PyTorch's generator, not a cryptographically secure
 _PER_ROW = "per-row clipped, Gaussian noise"
 _POST = "the generators and the published table are their post-processing"
 
+_INSIDERS = (
+    "the other parties, who know which rows form each batch: the epsilon's amplification "
+    "by sampling holds against the server and outsiders only; each party reports its "
+    "epsilon against them, which dp.masked_batch_size (batch masking) lowers"
+)
 _FEDERATED = ("vflgan", "vflgan_base")
 _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
     **{
@@ -154,6 +159,7 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
                 "the shared discriminator D_s and the later layers of each local "
                 "discriminator (trained un-noised on real rows)",
                 _ENCODERS,
+                _INSIDERS,
             ),
         )
         for v in _FEDERATED
@@ -219,6 +225,7 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
                 "the server's shared discriminator D_s (trained un-noised on real-row "
                 "features), and through it the generators and the published table",
                 _ENCODERS,
+                _INSIDERS,
             ),
         )
         for v in _FEDERATED
@@ -303,4 +310,28 @@ def spent_description(holder: Mapping[str, Any]) -> str:
     return (
         f"{holder['steps']} discriminator steps, sigma {holder['noise_multiplier']:.4f}, "
         f"{holder['accountant']}, {holder['conversion']} conversion"
+    )
+
+
+def against_parties_description(holder: Mapping[str, Any]) -> str | None:
+    """One party's guarantee against the other parties, in words (``None`` when the
+    holder has none): see :mod:`flwr_vflgan.privacy.masking`."""
+    insiders = holder.get("against_parties")
+    if not insiders:
+        return None
+    steps = holder.get("steps")
+    held = (
+        f"the most-used row was in {insiders['appearances']} of the "
+        f"{'' if steps is None else f'{steps} '}discriminator batches, which every party knows"
+    )
+    if insiders["masked"]:
+        how = (
+            f"batch masking: each step kept {insiders['batch_size']} of "
+            f"{insiders['drawn_rows']} drawn rows, unknown to the others"
+        )
+    else:
+        how = "no batch masking (dp.masked_batch_size lowers it)"
+    return (
+        f"epsilon {insiders['epsilon']:.4f} at delta {insiders['delta']:g} against the other "
+        f"parties; {how}; {held}"
     )

@@ -56,6 +56,8 @@ class Stream(IntEnum):
     """Choices of the simulated label-stealing attacker (cosine hints)."""
     WARMUP = 19
     """VDGAN's client warm-up: its local generator, batches and penalty weights."""
+    BATCH_MASK = 20
+    """Which rows of a masked discriminator batch a party's update keeps (private to it)."""
 
 
 _MASK64 = (1 << 64) - 1

@@ -365,3 +365,49 @@ def test_end_to_end_centralized_wgan_gp(adult_small: Path, tmp_path: Path) -> No
     assert holder["parts"] == 1 and 0.97 * 8.0 < holder["epsilon"] <= 8.0
     with pytest.raises(RunStopped, match="fitted on the rows"):
         run_experiment(spec(DataSpec(source=str(adult_small), n_parties=2)))
+
+
+def test_batch_masking_sends_b_hat_rows_and_accounts_against_the_parties(
+    adult_small: Path,
+) -> None:
+    """Paper 000's batch masking through real Messages: every discriminator step carries
+    B_hat rows per party (generator steps B), and each party reports its guarantee against
+    the others from the batches it can count; K = 4 releases exactly what K = 1 does."""
+    from flwr.app import Message
+
+    from flwr_vflgan.privacy.masking import against_parties, max_appearances
+    from flwr_vflgan.runtime import protocol as P
+
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    masked = {**GAUSSIAN, "masked_batch_size": 256}
+    log: list[Message] = []
+    grid = InProcessGrid(
+        make_client_app(),
+        [{"partition-id": i, "shared-seed": SHARED} for i in range(2)],
+        observer=log.append,
+    )
+    result = _run(spec, _config(masked, epochs=1, eval_every=0), grid)
+    schedule = Schedule(ROWS, 64, 5, 1)
+    rows = {"d": set(), "g": set()}
+    for m in log:
+        if m.metadata.message_type != P.STEP or not m.metadata.reply_to_message_id:
+            continue
+        config = m.content[P.CONFIG]
+        if not config["forward_count"]:
+            continue  # the last reply only applies
+        for offset, count in enumerate(config["batch_rows"]):
+            rows[schedule.kind(config["forward_start"] + offset)].add(count)
+    assert rows == {"d": {256}, "g": {64}}
+    d_steps = [t for t in range(schedule.total_steps) if schedule.kind(t) == "d"]
+    plan = plan_privacy(
+        _config(masked, epochs=1).dp, dataset_size=ROWS, batch_size=64, planned_steps=10
+    )
+    expected = against_parties(plan, 256, max_appearances(SHARED, d_steps, ROWS, 256))
+    for party in result.privacy:
+        assert party["steps"] == 10 and party["epsilon"] <= 10.0
+        assert party["against_parties"] == pytest.approx(expected)
+        assert party["against_parties"]["masked"] is True
+    blocked = _run(spec, _config(masked, epochs=1, eval_every=0, steps_per_exchange=4))
+    assert blocked.privacy == result.privacy
+    plain = _run(spec, _config(GAUSSIAN, epochs=1, eval_every=0))
+    assert all(p["against_parties"]["masked"] is False for p in plain.privacy)
