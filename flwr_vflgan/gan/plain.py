@@ -74,6 +74,11 @@ class PlainVFLGAN:
                 f"PlainVFLGAN implements dp.mechanism=vflgan_gaussian only, got "
                 f"{privacy.config.mechanism.value}: train DP-SGD through the protocol"
             )
+        if config.dp.masked:
+            raise ValueError(
+                "PlainVFLGAN trains every party in one graph, with no update of its own to "
+                "mask: train dp.masked_batch_size through the protocol"
+            )
         if config.shares_backbone:
             raise ValueError(
                 "PlainVFLGAN is VFLGAN's one-graph loop; train VertiGAN with "

@@ -216,6 +216,13 @@ def test_settings_that_cannot_mask_are_refused(make, message: str) -> None:
         make()
 
 
+def test_the_one_graph_loop_refuses_masking_instead_of_ignoring_it() -> None:
+    from flwr_vflgan.gan.plain import PlainVFLGAN
+
+    with pytest.raises(ValueError, match=r"train dp\.masked_batch_size through the protocol"):
+        PlainVFLGAN(_config(masked_batch_size=DRAWN), [SPANS], [_table()], SHARED_SEED, 1)
+
+
 def test_the_wire_carries_b_hat_rows_for_discriminator_steps_only() -> None:
     from flwr_vflgan.gan.exchanges import fixed_rows
 
