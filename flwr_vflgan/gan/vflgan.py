@@ -206,7 +206,7 @@ class PartyTrainer:
     def kept_positions(self, step: int) -> torch.Tensor | None:
         """Positions of the drawn rows this party's update of step ``step`` keeps
         (``None``: all of them, no masking)."""
-        if self.drawn == self.config.train.batch_size or self.config.dp.poisson:
+        if not self.config.dp.masked:
             return None
         return mask_positions(self.noise_seed, step, self.drawn, self.config.train.batch_size)
 

@@ -342,7 +342,7 @@ def epsilon(
     rdp = composed_rdp(events)
     if all(event.steps == 0 for event in events):
         return 0.0
-    return _convert(rdp, delta, conversion)
+    return epsilon_from_rdp(rdp, delta, conversion)
 
 
 def _noise_bracket(

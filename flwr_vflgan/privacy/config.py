@@ -210,7 +210,7 @@ class DPConfig:
 
     def drawn_rows(self, batch_size: int) -> int:
         """Rows a discriminator step draws: ``masked_batch_size``, or ``batch_size``."""
-        return self.masked_batch_size if self.masked and self.masked_batch_size else batch_size
+        return self.masked_batch_size if self.masked_batch_size is not None else batch_size
 
     def _check_pate(self) -> None:
         for name in ("pate_teachers", "pate_top_k"):
