@@ -120,6 +120,21 @@ GAFM_EXCHANGES = 1 + 3 + 1 + 1
 GAFM_RUN_TIMEOUT = 300.0  # six exchanges, measured ~15 s each here (a ~90 s run)
 
 
+# Every Flower process of these tests loads flower_site/sitecustomize.py, which sets
+# Flower's heartbeat interval to its minimum, 10 s: the SuperLink notices a killed node
+# after 2 missed intervals, about 20 s instead of 60 s with the default 30 s.
+FLOWER_SITE = Path(__file__).resolve().parent / "flower_site"
+TEST_HEARTBEAT = 10
+HEARTBEAT_WINDOW = 2 * TEST_HEARTBEAT
+
+
+def _flower_env(flwr_home: Path, extra: dict[str, str]) -> dict[str, str]:
+    """``flower_env`` with this test file's heartbeat interval."""
+    path = os.pathsep.join(p for p in (str(FLOWER_SITE), os.environ.get("PYTHONPATH")) if p)
+    heartbeat = {"PYTHONPATH": path, "FLWR_VFLGAN_TEST_HEARTBEAT": str(TEST_HEARTBEAT)}
+    return flower_env(flwr_home, {**heartbeat, **extra})
+
+
 @pytest.fixture
 def processes(tmp_path: Path) -> Iterator[FlowerProcesses]:
     procs = FlowerProcesses(
@@ -222,7 +237,7 @@ def _deploy(
     # One thread per process: the SuperNodes' ClientApps compute what the in-process
     # reference computes, in the same order.
     threads = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    env = flower_env(flwr_home, {**threads, **(extra_env or {})})
+    env = _flower_env(flwr_home, {**threads, **(extra_env or {})})
 
     output, commands = _export(parties, superlink, *export_overrides)
     assert len(commands) == 2, output
@@ -565,11 +580,11 @@ def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
 # stock SuperNode starts a ClientApp process per message (about 3 s an exchange here),
 # so its runs are shorter (8 epochs by default).
 REJOIN_EPOCHS = {True: 30, False: 8}
-# The SuperLink reports a silent node unavailable after two missed 30 s heartbeats; a node
+# The SuperLink reports a silent node unavailable after two missed heartbeats; a node
 # restarted later than that finds the run waiting for it at setup.
-SETUP_RESTART_DELAY = 75.0
-# The SuperLink reports a dead node unavailable once it misses its heartbeats (Flower:
-# 30 s interval, patience 2), then the run resumes: allow for that on top of the run.
+SETUP_RESTART_DELAY = HEARTBEAT_WINDOW + 15.0
+# The SuperLink reports a dead node unavailable once it misses its heartbeats (patience
+# 2), then the run resumes: allow for that on top of the run.
 REJOIN_RUN_TIMEOUT = 420.0
 
 
@@ -1098,6 +1113,28 @@ def _check_gafm_same_as_inprocess(run_dir: Path, reference: dict) -> None:
 
 
 # -- the exporter ------------------------------------------------------------------------
+def test_the_deployment_tests_flower_processes_use_the_short_heartbeat(tmp_path: Path) -> None:
+    """Every module that copies Flower's heartbeat interval sees the test's 10 s in a
+    process started with this file's environment, and Flower's 30 s without it."""
+    probe = (
+        "from flwr.common import constant as c; "
+        "from flwr.supernode import fleet_http_connection as f; "
+        "from flwr.supercore import heartbeat as h; "
+        "print(c.HEARTBEAT_DEFAULT_INTERVAL, f.HEARTBEAT_DEFAULT_INTERVAL, "
+        "h.HEARTBEAT_DEFAULT_INTERVAL)"
+    )
+    env = _flower_env(tmp_path / "flwr-home", {})
+    seen = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert seen.stdout.split() == [str(TEST_HEARTBEAT)] * 3, seen.stderr
+    del env["FLWR_VFLGAN_TEST_HEARTBEAT"]
+    stock = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert stock.stdout.split() == ["30"] * 3, stock.stderr
+
+
 def test_export_writes_the_even_split_with_aligned_row_ids(tmp_path: Path) -> None:
     result = export_parties(DataSpec(), ExportConfig(out_dir=str(tmp_path / "parties")))
     # Even split of Adult's 15 columns between 2 parties: contiguous blocks of 8 and 7.
@@ -1267,7 +1304,7 @@ def test_an_unregistered_node_is_refused(tmp_path: Path, processes: FlowerProces
 
     pki = make_local_pki(tmp_path / "tls", 1)
     link_port, node_port = free_ports(2)
-    env = flower_env(tmp_path / "flwr-home", {})
+    env = _flower_env(tmp_path / "flwr-home", {})
     start_superlink(processes, link_port, env, tmp_path, pki.superlink_args())
     args = node_args("party", f"{HOST}:{link_port}", "partition-id=0", node_port, pki.node_args(0))
     node = processes.start("party-node-unregistered", args, env, cwd=tmp_path)

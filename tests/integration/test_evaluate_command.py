@@ -12,6 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+# Its tests share a module fixture: one worker runs them all (pyproject: loadgroup).
+pytestmark = pytest.mark.xdist_group("test_evaluate_command")
+
 REPO = Path(__file__).resolve().parents[2]
 FAST = [
     "evaluation.classifiers=[decision_tree,logistic_regression]",

@@ -21,6 +21,9 @@ from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.strategies import InProcessGrid, RunStopped
 from flwr_vflgan.strategies.gafm import GAFMResult, GAFMStrategy
 
+# Its tests share a module fixture: one worker runs them all (pyproject: loadgroup).
+pytestmark = pytest.mark.xdist_group("test_gafm_resume")
+
 SPAMBASE = DataSpec(source="spambase", n_parties=2, data_dir=str(SHARED_DATASETS))
 SETTINGS = GAFMSettings(epochs=2, batch_size=256, repetitions=3, eval_every=1)
 

@@ -24,6 +24,9 @@ from flwr_vflgan.simulations.config import ExportConfig
 from flwr_vflgan.simulations.export_parties import export_parties
 from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
+# Its tests share a module fixture: one worker runs them all (pyproject: loadgroup).
+pytestmark = pytest.mark.xdist_group("test_node_options_fuzz")
+
 JUNK = st.one_of(
     st.integers(-(2**70), 2**70),
     st.floats(allow_nan=True, allow_infinity=True),

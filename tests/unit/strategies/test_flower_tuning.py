@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 from flwr.supercore.inflatable import inflatable_utils
 
@@ -90,3 +92,20 @@ def test_the_replacement_delivers_every_pushed_message_and_waits_the_interval():
         vce_api.add_messages_to_queue(State(), queue, {1: 0, 2: 1}, stop)
     assert [queue.get_nowait() for _ in range(3)] == ["a", "c", "b"]  # one per node a look
     assert stop.waits == [0.004] * 3
+
+
+def test_the_rejoin_grace_outlasts_flowers_dead_node_window():
+    """A lost party is seen only after the SuperLink drops it (HEARTBEAT_PATIENCE missed
+    intervals); until then a restarted node is listed beside its dead predecessor. The
+    default grace must outlast that window with Flower's own interval (the deployment
+    tests shorten it to 10 s: tests/integration/flower_site)."""
+    from flwr.common import constant
+
+    from flwr_vflgan.simulations.config import RuntimeConfig
+    from flwr_vflgan.strategies.base import VerticalStrategy
+
+    window = constant.HEARTBEAT_PATIENCE * constant.HEARTBEAT_DEFAULT_INTERVAL
+    assert constant.HEARTBEAT_DEFAULT_INTERVAL == 30  # Flower's, unpatched in this process
+    grace = inspect.signature(VerticalStrategy.__init__).parameters["rejoin_grace"].default
+    assert grace == RuntimeConfig().rejoin_grace
+    assert grace >= 2 * window, (grace, window)
