@@ -42,12 +42,17 @@ register_configs()
 def load_real(spec: EvaluateSpec) -> Dataset:
     """The real table: a built-in dataset by name, else a file."""
     if spec.real in list_datasets():
-        dataset = load_dataset(spec.real, data_dir=spec.data_dir)
+        dataset = load_dataset(spec.real, data_dir=spec.data_dir, file=spec.file)
         if spec.label is not None and spec.label != dataset.schema.label:
             return Dataset(
                 dataset.name, dataset.frame, Schema(dataset.schema.columns, label=spec.label)
             )
         return dataset
+    if spec.file is not None:
+        raise ValueError(
+            f"file= is the file of a built-in dataset {list_datasets()}; real={spec.real!r} "
+            "is read as a file itself"
+        )
     path = Path(spec.real)
     if not path.suffix:
         raise ValueError(

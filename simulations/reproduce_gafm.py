@@ -71,8 +71,10 @@ def finished(spec: RunSpec) -> dict[str, Any] | None:
         return None
     saved = json.loads(config_path.read_text())
     wanted = json.loads(json.dumps({"algorithm": spec.algorithm.to_dict(), "seed": spec.seed}))
-    data = {k: v for k, v in saved.get("data", {}).items() if k != "data_dir"}
-    want_data = {k: v for k, v in json.loads(spec.data.to_json()).items() if k != "data_dir"}
+    data = {k: v for k, v in saved.get("data", {}).items() if k not in ("data_dir", "file")}
+    want_data = {
+        k: v for k, v in json.loads(spec.data.to_json()).items() if k not in ("data_dir", "file")
+    }
     if (
         saved.get("algorithm") != wanted["algorithm"]
         or saved.get("seed") != spec.seed

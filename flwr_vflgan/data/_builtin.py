@@ -6,6 +6,7 @@ each definition below); nothing here downloads anything.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
@@ -72,6 +73,10 @@ class BuiltinDataset:
     header: bool = False  # a file (not bundled) whose first line names the columns
     integer_range: tuple[int, int] | None = None  # inclusive bounds of every integer column
     image_shape: tuple[int, int] | None = None  # (height, width) when rows are images
+    # Reads the published file (a path) into the frame of ``columns``, with its paper's
+    # preprocessing; None: a delimited file read by :meth:`read` itself.
+    reader: Callable[[str, str], pd.DataFrame] | None = None
+    paper: str = ""  # which seed paper uses it, and where
 
     def schema(self) -> Schema:
         """The dataset's declared schema."""
@@ -88,6 +93,13 @@ class BuiltinDataset:
 
     def read(self, source: str | IO[bytes], *, where: str) -> pd.DataFrame:
         """Read the file and check its shape and dtypes; ``where`` names it in errors."""
+        if self.reader is not None:
+            if not isinstance(source, str):
+                raise TypeError(f"the {self.name} reader takes a path, got {type(source)}")
+            frame = self.reader(source, where)
+            if tuple(frame.columns) != self.columns:
+                raise AssertionError(f"the {self.name} reader returned {list(frame.columns)}")
+            return self._checked(frame, where)
         has_header = self.bundled_file is not None or self.header
         try:
             frame = pd.read_csv(
@@ -111,6 +123,9 @@ class BuiltinDataset:
                 f"expected {list(self.columns)}"
             )
         frame.columns = list(self.columns)
+        return self._checked(frame, where)
+
+    def _checked(self, frame: pd.DataFrame, where: str) -> pd.DataFrame:
         for name in self.integer:
             if not pd.api.types.is_integer_dtype(frame[name].dtype):
                 raise ValueError(

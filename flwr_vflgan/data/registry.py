@@ -21,6 +21,7 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 from flwr_vflgan.data._builtin import BUILTIN_DATASETS, BuiltinDataset
+from flwr_vflgan.data._papers import PAPER_DATASETS
 from flwr_vflgan.data._tables import check_id_column, read_table, table_format, table_stem
 from flwr_vflgan.data.schema import ColumnKind, Schema, infer_schema
 
@@ -90,21 +91,30 @@ class Dataset:
         return len(self.frame)
 
 
+# The datasets this package reads by name: its own, then the seed papers' others.
+_DATASETS: tuple[BuiltinDataset, ...] = BUILTIN_DATASETS + PAPER_DATASETS
+
+
 def list_datasets() -> list[str]:
     """Return the names :func:`load_dataset` accepts, sorted."""
-    return sorted(spec.name for spec in BUILTIN_DATASETS)
+    return sorted(spec.name for spec in _DATASETS)
 
 
 def image_shape_of(name: str) -> tuple[int, int] | None:
     """``(height, width)`` of a built-in image dataset's rows; ``None`` for tables and
     for names that are not built-in datasets (for example a file path)."""
-    for spec in BUILTIN_DATASETS:
+    for spec in _DATASETS:
         if spec.name == name:
             return spec.image_shape
     return None
 
 
-def load_dataset(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> Dataset:
+def load_dataset(
+    name: str,
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    file: str | os.PathLike[str] | None = None,
+) -> Dataset:
     """Load a built-in dataset.
 
     Parameters
@@ -114,6 +124,9 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike[str] | None = None) -
     data_dir
         Folder holding ``<name>/<file>`` for the datasets that are not bundled; defaults
         to ``$FLWR_VFLGAN_DATA_DIR``, else ``~/.cache/flwr_vflgan/datasets``.
+    file
+        The dataset's file itself, wherever it is (``dataset.file``): read with the
+        dataset's loader instead of searching ``data_dir``. Not for bundled datasets.
 
     Returns
     -------
@@ -137,11 +150,21 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike[str] | None = None) -
     is a 0/1 category. ``mnist_5k`` has 784 integer pixel columns and a ``label``
     category.
     """
-    specs = {spec.name: spec for spec in BUILTIN_DATASETS}
+    specs = {spec.name: spec for spec in _DATASETS}
     if name not in specs:
         raise ValueError(f"unknown dataset {name!r}; valid names: {list_datasets()}")
     spec = specs[name]
-    if spec.bundled_file is not None:
+    if file is not None:
+        path = Path(file).expanduser()
+        if spec.bundled_file is not None:
+            raise ValueError(f"dataset {name!r} ships with the package: it takes no file")
+        if not path.is_file():
+            raise DatasetUnavailableError(
+                f"the {name} file {path} does not exist: set dataset.file to the file "
+                f"published as {spec.file_names[0]} ({spec.source})"
+            )
+        frame = spec.read(str(path), where=str(path))
+    elif spec.bundled_file is not None:
         frame = _read_bundled(spec, spec.bundled_file)
     else:
         path = _find_file(spec, data_dir)
@@ -166,6 +189,11 @@ def _data_dir(data_dir: str | os.PathLike[str] | None) -> tuple[Path, str]:
     return Path(_DEFAULT_DATA_DIR).expanduser(), f"the default (${DATA_DIR_ENV} is not set)"
 
 
+def _used_by(spec: BuiltinDataset) -> str:
+    """`` (paper 000, Section 5.1.1)``: the paper's section, without its details."""
+    return f" ({spec.paper.split(' (')[0]})" if spec.paper else ""
+
+
 def _find_file(spec: BuiltinDataset, data_dir: str | os.PathLike[str] | None) -> Path:
     root, origin = _data_dir(data_dir)
     candidates = [root / spec.name / file_name for file_name in spec.file_names]
@@ -174,9 +202,10 @@ def _find_file(spec: BuiltinDataset, data_dir: str | os.PathLike[str] | None) ->
             return path
     searched = ", ".join(str(path) for path in candidates)
     raise DatasetUnavailableError(
-        f"dataset {spec.name!r} is not available: searched {searched} (data directory "
-        f"{root}, from {origin}). Pass data_dir=... or set {DATA_DIR_ENV} to a folder "
-        f"holding {spec.name}/{spec.file_names[0]}. Source: {spec.source}. "
+        f"dataset {spec.name!r}{_used_by(spec)} is not available: searched {searched} (data directory "
+        f"{root}, from {origin}). Set dataset.file=<path> to the file (file=...), or "
+        f"dataset.data_dir (data_dir=...) or {DATA_DIR_ENV} to a folder holding "
+        f"{spec.name}/{spec.file_names[0]}. Source: {spec.source}. "
         f"Nothing is downloaded automatically."
     )
 

@@ -98,6 +98,9 @@ class DataSpec:
         be built from ``domain``.
     data_dir
         Where non-bundled datasets are looked up (else ``$FLWR_VFLGAN_DATA_DIR``).
+    file
+        A named dataset's file itself (``dataset.file``), read with that dataset's loader
+        instead of being looked up in ``data_dir``; only with a registered ``source``.
     declared
         Column kinds for a user file (``continuous``, ``integer``, ``categorical``);
         undeclared columns are inferred.
@@ -127,6 +130,7 @@ class DataSpec:
     partition_seed: int | None = None
     numeric_scaling: PartyScaling = "standard"
     data_dir: str | None = None
+    file: str | None = None
     declared: Mapping[str, str] = field(default_factory=dict)
     label: str | None = None
     id_column: str | None = None
@@ -146,6 +150,12 @@ class DataSpec:
             raise ValueError(f"n_parties must be an integer >= 1, got {self.n_parties!r}")
         if self.partition not in _PARTITIONS:
             raise ValueError(f"unknown partition {self.partition!r}; valid: {list(_PARTITIONS)}")
+        if self.file is not None and not self.is_registered:
+            raise ValueError(
+                f"dataset.file={self.file!r} is the file of a named dataset "
+                f"(dataset=<name>, one of {list_datasets()}); a table of your own is "
+                f"dataset=csv dataset.source=<path>"
+            )
         self._check_importance()
         if self.numeric_scaling not in SCALINGS:
             raise ValueError(
@@ -198,8 +208,12 @@ class DataSpec:
         return self.source in list_datasets()
 
     def to_json(self) -> str:
-        """Compact JSON form (sent to simulated parties in the setup message)."""
-        return json.dumps(asdict(self), sort_keys=True)
+        """Compact JSON form (sent to simulated parties in the setup message). ``file``
+        is left out when unset, so specs written before it existed read the same."""
+        fields = asdict(self)
+        if fields["file"] is None:
+            del fields["file"]
+        return json.dumps(fields, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> DataSpec:
@@ -231,7 +245,8 @@ class PartyData:
 def load_full_table(spec: DataSpec) -> tuple[Dataset, pd.Series]:
     """The whole table of a spec with its row IDs (0..n-1 for registered datasets)."""
     if spec.is_registered:
-        dataset = drop_columns(load_dataset(spec.source, data_dir=spec.data_dir), spec.drop)
+        dataset = load_dataset(spec.source, data_dir=spec.data_dir, file=spec.file)
+        dataset = drop_columns(dataset, spec.drop)
         ids = pd.Series(range(len(dataset.frame)), name="row_id")
         return dataset, ids
     path = Path(spec.source)

@@ -443,3 +443,14 @@ def test_a_run_whose_utility_is_undefined_is_announced_not_fatal() -> None:
     metrics = {"fd": None, "evaluation": {"ai_utility": {"total_difference": None}}}
     line = family_of("wgan_gp").reproduction().announce(spec, metrics)
     assert line.endswith("FD undefined  Total Difference undefined")
+
+
+def test_every_dp_row_of_table_1_has_its_papers_delta() -> None:
+    """Paper 000, Section 5.3.2: the DP rows' delta per dataset, wine and HCV included."""
+    from flwr_vflgan.simulations.config import ReproduceConfig
+    from flwr_vflgan.simulations.reproduce_vflgan import PAPER_TABLE1_DP
+
+    deltas = ReproduceConfig().dp_delta
+    assert set(PAPER_TABLE1_DP) <= set(deltas)
+    assert (deltas["wine_red"], deltas["wine_white"], deltas["hcv"]) == (5e-4, 2e-4, 8e-4)
+    assert set(PAPER_TABLE1) == set(PAPER_TABLE1_DP)

@@ -49,9 +49,23 @@ def test_list_datasets() -> None:
     assert list_datasets() == [
         "adult",
         "california_housing",
+        "census",
+        "covertype",
+        "credit_fraud",
+        "criteo",
         "german_credit",
+        "hcv",
+        "imdb",
+        "intrusion",
+        "isic",
+        "loan",
+        "mnist",
         "mnist_5k",
         "spambase",
+        "twitter",
+        "vehicle",
+        "wine_red",
+        "wine_white",
     ]
 
 

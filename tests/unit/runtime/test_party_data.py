@@ -72,3 +72,30 @@ def test_a_spec_carries_its_dropped_columns_to_the_parties() -> None:
     assert sum(len(b.schema.names) for b in blocks) == 14  # Adult's 15 columns, one dropped
     with pytest.raises(ValueError, match="drop must be a list of column names"):
         DataSpec(drop="fnlwgt")  # type: ignore[arg-type]
+
+
+def test_a_named_datasets_file_is_read_by_its_loader_and_travels_in_json(tmp_path) -> None:
+    from flwr_vflgan.runtime.party_data import load_full_table
+
+    path = tmp_path / "winequality-red.csv"
+    header = ";".join(
+        f'"{c}"' for c in ("fixed acidity", "volatile acidity", "citric acid", "residual sugar",
+                           "chlorides", "free sulfur dioxide", "total sulfur dioxide", "density",
+                           "pH", "sulphates", "alcohol", "quality")
+    )  # fmt: skip
+    path.write_text(header + "\n" + ";".join(["1.5"] * 11) + ";5\n" + ";".join(["2"] * 11) + ";6\n")
+    spec = DataSpec(source="wine_red", file=str(path))
+    assert DataSpec.from_json(spec.to_json()) == spec
+    dataset, ids = load_full_table(spec)
+    assert dataset.name == "wine_red" and dataset.frame["quality"].tolist() == [5, 6]
+    assert ids.tolist() == [0, 1]
+
+
+def test_an_unset_file_leaves_the_json_as_before() -> None:
+    """Specs saved before ``file`` existed (run directories, checkpoints) read the same."""
+    assert '"file"' not in DataSpec().to_json()
+
+
+def test_a_file_needs_a_named_dataset() -> None:
+    with pytest.raises(ValueError, match=r"dataset.file='x.csv' is the file of a named dataset"):
+        DataSpec(source="table.csv", file="x.csv")
