@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from flwr_vflgan.metrics import ML_EFFICACY_CLASSIFIERS
+from flwr_vflgan.metrics import KNOWN_CLASSIFIERS, ML_EFFICACY_CLASSIFIERS, MULTICLASS_AUC
 
 __all__ = ["CLASSIFIERS", "METRIC_GROUPS", "EvaluationConfig"]
 
@@ -49,7 +49,11 @@ class EvaluationConfig:
         k-AVD orders, attribute combinations drawn per order (paper 004: 100), and
         equal-frequency bins for numeric columns.
     classifiers
-        Subset of :data:`CLASSIFIERS` for ``ml_efficacy``.
+        For ``ml_efficacy``: by default paper 001's five (:data:`CLASSIFIERS`); any of
+        those and ``adaboost`` (paper 004's TSTR uses ``mlp`` and ``adaboost``).
+    multiclass_auc
+        ``ovr`` (one class against the rest) or ``ovo`` (every pair of classes, paper
+        004) for a label of more than two classes.
     holdout_fraction
         Share of the real table held out as the test split of ``ml_efficacy`` (and
         the DCR baseline) when no separate holdout table is given.
@@ -77,6 +81,7 @@ class EvaluationConfig:
     avd_combinations: int = 100
     avd_bins: int = 10
     classifiers: tuple[str, ...] = CLASSIFIERS
+    multiclass_auc: str = "ovr"
     holdout_fraction: float = 0.2
     dcr_max_rows: int | None = 10_000
     image_shape: tuple[int, int] | None = None
@@ -98,12 +103,18 @@ class EvaluationConfig:
         _check(all(k >= 1 for k in self.avd_k), "avd_k", "hold orders >= 1", self.avd_k)
         _check(self.avd_combinations >= 1, "avd_combinations", "be >= 1", self.avd_combinations)
         _check(self.avd_bins >= 2, "avd_bins", "be >= 2", self.avd_bins)
-        unknown = [c for c in self.classifiers if c not in CLASSIFIERS]
+        unknown = [c for c in self.classifiers if c not in KNOWN_CLASSIFIERS]
         if unknown or not self.classifiers:
             raise ValueError(
-                f"evaluation.classifiers must be a non-empty subset of {list(CLASSIFIERS)}, "
-                f"got {list(self.classifiers)}"
+                f"evaluation.classifiers must be a non-empty subset of "
+                f"{list(KNOWN_CLASSIFIERS)}, got {list(self.classifiers)}"
             )
+        _check(
+            self.multiclass_auc in MULTICLASS_AUC,
+            "multiclass_auc",
+            f"be one of {list(MULTICLASS_AUC)}",
+            self.multiclass_auc,
+        )
         _check(
             0.0 < self.holdout_fraction < 1.0,
             "holdout_fraction",

@@ -319,6 +319,7 @@ def _ml_efficacy(x: _Inputs) -> dict[str, Any]:
         label=x.label,
         classifiers=x.config.classifiers,
         seed=x.config.seed,
+        multiclass_auc=x.config.multiclass_auc,
     )
 
 

@@ -18,6 +18,7 @@ paper 001 follows, also averages the two per-class F1 scores of a binary label.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import ClassifierMixin, clone
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import AdaBoostClassifier, RandomForestClassifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
@@ -37,7 +38,7 @@ from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
 from flwr_vflgan.data.schema import Schema
-from flwr_vflgan.metrics import ML_EFFICACY_CLASSIFIERS
+from flwr_vflgan.metrics import KNOWN_CLASSIFIERS, ML_EFFICACY_CLASSIFIERS, MULTICLASS_AUC
 from flwr_vflgan.metrics.tables import FeatureEncoder, category_strings, check_pair
 
 __all__ = [
@@ -365,6 +366,8 @@ def _make_classifier(name: str, random_state: int, labels: np.ndarray) -> Classi
         return RandomForestClassifier(random_state=random_state)
     if name == "logistic_regression":
         return LogisticRegression(solver="lbfgs", max_iter=500)
+    if name == "adaboost":
+        return AdaBoostClassifier(n_estimators=50, random_state=random_state)
     # Early stopping holds out a stratified 10 %: every class needs two rows and the
     # held-out part one row per class.
     counts = _class_counts(labels).values()
@@ -384,10 +387,10 @@ def _check_classifiers(classifiers: Sequence[str]) -> tuple[str, ...]:
             f"{classifiers!r}"
         )
     names = tuple(classifiers)
-    unknown = [name for name in names if name not in ML_EFFICACY_CLASSIFIERS]
+    unknown = [name for name in names if name not in KNOWN_CLASSIFIERS]
     if unknown:
         raise ValueError(
-            f"unknown classifiers {unknown}; valid names are {list(ML_EFFICACY_CLASSIFIERS)}"
+            f"unknown classifiers {unknown}; valid names are {list(KNOWN_CLASSIFIERS)}"
         )
     if not names or len(set(names)) != len(names):
         raise ValueError(f"classifiers must be distinct names, at least one; got {list(names)}")
@@ -410,12 +413,40 @@ def _class_scores(model: Any, x: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return scores
 
 
-def _auc(y_true: np.ndarray, scores: np.ndarray, classes: np.ndarray) -> float:
-    """ROC AUC: of the positive (second) class if binary, else one-vs-rest macro."""
+def _auc(
+    y_true: np.ndarray, scores: np.ndarray, classes: np.ndarray, multiclass: str = "ovr"
+) -> float:
+    """ROC AUC: of the positive (second) class if binary, else the one-vs-rest macro
+    mean (``ovr``) or the mean over pairs of classes (``ovo``, :func:`pairwise_auc`)."""
     if len(classes) == 2:
         return float(roc_auc_score(y_true == classes[1], scores[:, 1]))
+    if multiclass == "ovo":
+        return pairwise_auc(y_true, scores, classes)
     per_class = [roc_auc_score(y_true == c, scores[:, i]) for i, c in enumerate(classes)]
     return float(np.mean(per_class))
+
+
+def pairwise_auc(y_true: np.ndarray, scores: np.ndarray, classes: np.ndarray) -> float:
+    """Hand and Till's multi-class AUC, paper 004's "averaging the AUC scores of all
+    possible pairwise combinations of the classes".
+
+    For classes ``i < j``, ``A(i|j)`` is the AUC of column ``i``'s score separating the
+    rows of class ``i`` from those of class ``j`` (the other rows left out); the pair's
+    AUC is ``(A(i|j) + A(j|i)) / 2`` and the result the mean over the pairs that both
+    occur in ``y_true``. Scores need not be probabilities.
+    """
+    pairs = []
+    for i, j in itertools.combinations(range(len(classes)), 2):
+        rows = (y_true == classes[i]) | (y_true == classes[j])
+        positive = y_true[rows] == classes[i]
+        if positive.all() or not positive.any():
+            continue
+        a_ij = roc_auc_score(positive, scores[rows, i])
+        a_ji = roc_auc_score(~positive, scores[rows, j])
+        pairs.append((a_ij + a_ji) / 2)
+    if not pairs:
+        raise ValueError("a pairwise AUC needs two classes in y_true")
+    return float(np.mean(pairs))
 
 
 class _Constant:
@@ -438,6 +469,7 @@ def _evaluate(
     y: np.ndarray,
     x_test: np.ndarray,
     y_test: np.ndarray,
+    multiclass_auc: str = "ovr",
 ) -> tuple[float, float, float]:
     """Train ``name`` on ``(x, y)`` and return its accuracy, macro F1 and AUC on the test rows."""
     if len(np.unique(y)) < 2:
@@ -449,7 +481,8 @@ def _evaluate(
             model = _make_classifier(name, random_state, y).fit(x, y)
     accuracy, f1 = _accuracy_f1(model, x_test, y_test)
     classes = np.unique(y_test)
-    return accuracy, f1, _auc(y_test, _class_scores(model, x_test, classes), classes)
+    scores = _class_scores(model, x_test, classes)
+    return accuracy, f1, _auc(y_test, scores, classes, multiclass_auc)
 
 
 def ml_efficacy(
@@ -461,6 +494,7 @@ def ml_efficacy(
     label: str,
     classifiers: Sequence[str] = ML_EFFICACY_CLASSIFIERS,
     seed: int = 0,
+    multiclass_auc: str = "ovr",
 ) -> dict[str, float]:
     """Paper 001's ML utility: classifiers trained on real or synthetic rows, tested on real.
 
@@ -477,9 +511,13 @@ def ml_efficacy(
     label
         The column to predict from all others.
     classifiers
-        Names from :data:`ML_EFFICACY_CLASSIFIERS`, distinct.
+        Names from :data:`KNOWN_CLASSIFIERS`, distinct (paper 001's five by default).
     seed
         Seed of the classifiers' ``random_state``.
+    multiclass_auc
+        ``ovr`` (one class against the rest, macro mean) or ``ovo`` (the mean over
+        pairs of classes, paper 004: :func:`pairwise_auc`); binary labels are the same
+        either way.
 
     Returns
     -------
@@ -516,8 +554,12 @@ def ml_efficacy(
       training stops after 10 epochs without improvement), which takes about 4 s
       instead of about 20 s per fit on Adult; without a validation split to draw (a
       class with a single training row) it trains the full 100 epochs;
-    - F1 is macro and multi-class AUC is the one-vs-rest macro mean (CTAB-GAN weights
-      both by class frequency for multi-class labels).
+    - F1 is macro and multi-class AUC is the one-vs-rest macro mean by default (CTAB-GAN
+      weights both by class frequency for multi-class labels); ``multiclass_auc="ovo"``
+      averages over pairs of classes as paper 004 does.
+
+    ``adaboost`` (paper 004's second TSTR classifier) is ``AdaBoostClassifier`` with 50
+    boosting steps.
 
     Binary AUC scores the second of the sorted class names (for probabilities the choice
     does not matter). A classifier whose training rows hold a single class predicts it
@@ -528,6 +570,10 @@ def ml_efficacy(
     """
     names = _check_classifiers(classifiers)
     _check_seed(seed)
+    if multiclass_auc not in MULTICLASS_AUC:
+        raise ValueError(
+            f"multiclass_auc must be one of {list(MULTICLASS_AUC)}, got {multiclass_auc!r}"
+        )
     schema = check_pair(
         real_train, real_test, schema, label=label, names=("real train", "real test")
     )
@@ -554,12 +600,9 @@ def ml_efficacy(
     scores: dict[str, float] = {}
     with threadpool_limits(limits=1, user_api="blas"):
         for name in names:
-            real = _evaluate(
-                name, random_state, x_train, labels["real train"], x_test, labels["real test"]
-            )
-            fake = _evaluate(
-                name, random_state, x_synthetic, labels["synthetic"], x_test, labels["real test"]
-            )
+            test = (x_test, labels["real test"], multiclass_auc)
+            real = _evaluate(name, random_state, x_train, labels["real train"], *test)
+            fake = _evaluate(name, random_state, x_synthetic, labels["synthetic"], *test)
             for metric, on_real, on_synthetic in zip(
                 ("accuracy", "f1", "auc"), real, fake, strict=True
             ):

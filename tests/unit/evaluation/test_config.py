@@ -39,3 +39,11 @@ def test_lists_from_yaml_become_tuples() -> None:
 def test_invalid_values_are_named(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         EvaluationConfig(**overrides)
+
+
+def test_the_theses_classifier_and_pairwise_auc_are_settings() -> None:
+    config = EvaluationConfig(classifiers=("mlp", "adaboost"), multiclass_auc="ovo")
+    assert config.to_dict()["multiclass_auc"] == "ovo"
+    assert "adaboost" not in CLASSIFIERS  # paper 001's five stay the default
+    with pytest.raises(ValueError, match=r"multiclass_auc must be one of \['ovr', 'ovo'\]"):
+        EvaluationConfig(multiclass_auc="pairs")

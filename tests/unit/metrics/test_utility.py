@@ -381,3 +381,53 @@ def test_ml_efficacy_rejects_bad_tables():
     single["label"] = "no"
     with pytest.raises(ValueError, match="real train table has a single class"):
         ml_efficacy(single, test, train, label="label")
+
+
+def _three_class_table(n: int = 600, seed: int = 0) -> pd.DataFrame:
+    """``label`` is the tercile of ``x1`` plus noise (a, b, c), so no classifier is
+    perfect; ``noise`` carries nothing."""
+    rng = np.random.default_rng(seed)
+    x1 = rng.normal(size=n)
+    latent = x1 + 0.6 * rng.normal(size=n)
+    label = np.where(latent < -0.5, "a", np.where(latent < 0.5, "b", "c"))
+    return pd.DataFrame({"x1": x1, "noise": rng.normal(size=n), "label": label})
+
+
+def test_pairwise_auc_is_hand_and_tills_as_sklearn_computes_it() -> None:
+    from flwr_vflgan.metrics.utility import pairwise_auc
+
+    rng = np.random.default_rng(1)
+    y = rng.choice(np.array(["a", "b", "c"]), size=300)
+    scores = rng.dirichlet(np.ones(3), size=300)
+    scores[:, 0] += (y == "a") * 0.3
+    scores /= scores.sum(axis=1, keepdims=True)
+    expected = roc_auc_score(y, scores, multi_class="ovo", labels=["a", "b", "c"])
+    assert pairwise_auc(y, scores, np.array(["a", "b", "c"])) == pytest.approx(expected)
+    # Not the one-vs-rest mean, which differs on the same scores.
+    ovr = roc_auc_score(y, scores, multi_class="ovr", labels=["a", "b", "c"])
+    assert abs(expected - ovr) > 1e-4
+
+
+def test_pairwise_auc_skips_pairs_absent_from_the_labels_and_takes_raw_scores() -> None:
+    from flwr_vflgan.metrics.utility import pairwise_auc
+
+    y = np.array(["a", "a", "b", "b"])
+    # Decision-function scores (not probabilities); class c never occurs.
+    scores = np.array([[2.0, -1.0, 0.0], [1.0, 0.0, 5.0], [-1.0, 3.0, 0.0], [0.0, 1.0, 9.0]])
+    assert pairwise_auc(y, scores, np.array(["a", "b", "c"])) == 1.0
+    with pytest.raises(ValueError, match="needs two classes"):
+        pairwise_auc(np.array(["a", "a"]), scores[:2], np.array(["a", "b", "c"]))
+
+
+def test_ml_efficacy_ovo_auc_and_adaboost_on_three_classes() -> None:
+    real = _three_class_table()
+    train, test = real.iloc[:400], real.iloc[400:]
+    kwargs = {"label": "label", "classifiers": ("adaboost", "mlp")}
+    ovo = ml_efficacy(train, test, train, multiclass_auc="ovo", **kwargs)
+    ovr = ml_efficacy(train, test, train, **kwargs)
+    assert 0.7 < ovo["adaboost_real_auc"] < 1 and 0.7 < ovr["adaboost_real_auc"] < 1
+    assert ovo["adaboost_real_auc"] != ovr["adaboost_real_auc"]
+    # Accuracy and F1 do not depend on how the AUC is averaged.
+    assert ovo["mlp_real_accuracy"] == ovr["mlp_real_accuracy"]
+    with pytest.raises(ValueError, match="multiclass_auc must be one of"):
+        ml_efficacy(train, test, train, multiclass_auc="macro", **kwargs)
