@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from flwr.serverapp import Grid
@@ -19,7 +20,8 @@ from flwr.serverapp import Grid
 from flwr_vflgan.gafm.config import Method
 from flwr_vflgan.gafm.data import labels_file, spec_labels
 from flwr_vflgan.gafm.paper import paper_cells, paper_row
-from flwr_vflgan.gafm.training import ATTACKS
+from flwr_vflgan.gafm.plots import plot_gradients, trace_frame
+from flwr_vflgan.gafm.training import ATTACKS, TRACE_ROWS
 from flwr_vflgan.strategies.gafm import GAFMResult, GAFMStrategy
 
 from .config import RunSpec
@@ -90,9 +92,24 @@ def _run_gafm(
     with published_outputs(spec.run_dir) as out:
         # The staging folder is this run's alone and moves in whole: plain writes suffice.
         (out / "config.json").write_text(json.dumps(config, indent=2))
-        (out / "report.md").write_text(report(spec, result, metrics))
+        traced = _write_gradients(out, spec, result)
+        (out / "report.md").write_text(report(spec, result, metrics, traced))
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=json_default))
     return metrics
+
+
+def _write_gradients(out: Path, spec: RunSpec, result: GAFMResult) -> int | None:
+    """Paper 002's Figure 2 for the first repetition that traced its last epoch (one
+    restored from a checkpoint did not): ``gradients.csv`` and, with plots on,
+    ``gradients.png``. Returns that repetition's seed, or ``None``."""
+    traced = next((r for r in result.repetitions if r.gradient_trace is not None), None)
+    if traced is None or traced.gradient_trace is None:
+        return None
+    trace_frame(traced.gradient_trace).to_csv(out / "gradients.csv", index=False)
+    if spec.evaluation.plots:
+        title = f"{result.method} on {spec.data.source}, seed {traced.seed}: last epoch"
+        plot_gradients(traced.gradient_trace, out / "gradients.png", title)
+    return traced.seed
 
 
 def _labels(spec: RunSpec) -> tuple[Any, Any, str]:
@@ -121,10 +138,31 @@ def _pm(stat: dict[str, float]) -> str:
     return f"{stat['mean']:.3f} ± {stat['std']:.3f}"
 
 
-def report(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> str:
-    """``report.md``: the run, Table 2's columns, the paper's row and every seed."""
+def report(
+    spec: RunSpec, result: GAFMResult, metrics: dict[str, Any], traced: int | None = None
+) -> str:
+    """``report.md``: the run, Table 2's columns, the paper's row, every seed, and (when a
+    repetition was traced) the prediction-against-gradient figure."""
     lines = _run_rows(spec, result, metrics) + _summary_rows(spec, result, metrics)
-    return "\n".join(lines + _seed_rows(spec, result)) + "\n"
+    lines += _seed_rows(spec, result)
+    if traced is not None:
+        lines += [
+            "",
+            "## Prediction against gradient (paper 002, Figure 2)",
+            "",
+            f"Seed {traced}, the last epoch's last {TRACE_ROWS:,} rows at most: each row's "
+            "prediction and the gradient its non-label party (party 0) received, summed over "
+            "the cut"
+            + (
+                "; then the GAN and CE terms that add up to it"
+                if result.method == "gafm" and not spec.algorithm.gafm.marvell
+                else ""
+            )
+            + ". Crosses mark the class centres. Rows in `gradients.csv`.",
+            "",
+            *(["![gradients](gradients.png)"] if spec.evaluation.plots else []),
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def _run_rows(spec: RunSpec, result: GAFMResult, metrics: dict[str, Any]) -> list[str]:

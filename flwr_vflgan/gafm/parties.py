@@ -53,6 +53,15 @@ class StepResult:
     grads: list[torch.Tensor]
     """The gradient each party receives, shape (batch, cut_dim), float32."""
     stats: dict[str, float] = field(default_factory=dict)
+    trace: dict[str, np.ndarray] | None = None
+    """With :attr:`LabelParty.tracing`: per row of the batch, its label, the prediction and
+    party 0's gradient summed over the cut (for GAFM also its GAN and CE terms): paper
+    002's Figure 2 (:func:`~flwr_vflgan.gafm.plots.plot_gradients`)."""
+
+
+def _per_row(values: torch.Tensor) -> np.ndarray:
+    """One number per row: the values summed over the cut dimensions."""
+    return values.detach().reshape(values.shape[0], -1).sum(dim=1).numpy().astype(np.float64)
 
 
 class LabelParty:
@@ -93,6 +102,8 @@ class LabelParty:
             self.optimizers["disc"] = _adam(
                 self.disc.parameters(), settings.lr_discriminator, settings
             )
+        self.tracing = False
+        """Whether :meth:`train_step` returns a :attr:`StepResult.trace`."""
 
     # -- training ------------------------------------------------------------------------
     def train_step(
@@ -105,18 +116,26 @@ class LabelParty:
         """
         self._check(parts, labels)
         leaves = [p.detach().float().requires_grad_(True) for p in parts]
+        trace: dict[str, np.ndarray] | None = {} if self.tracing else None
         if self.method is Method.GAFM:
-            grads, stats = self._gafm(leaves, labels, step)
+            grads, stats = self._gafm(leaves, labels, step, trace)
             perturb = self.settings.marvell
         else:
-            grads, stats = self._vanilla(leaves, labels)
+            grads, stats = self._vanilla(leaves, labels, trace)
             perturb = self.method is not Method.SPLITNN
         if perturb:
             grads = self._defend(grads, labels, step, stats)
-        return StepResult([g.detach().float().contiguous() for g in grads], stats)
+        if trace is not None:
+            trace["label"] = labels.numpy().astype(np.int64)
+            trace["gradient"] = _per_row(grads[0])
+        return StepResult([g.detach().float().contiguous() for g in grads], stats, trace)
 
     def _gafm(
-        self, leaves: list[torch.Tensor], labels: torch.Tensor, step: int
+        self,
+        leaves: list[torch.Tensor],
+        labels: torch.Tensor,
+        step: int,
+        trace: dict[str, np.ndarray] | None = None,
     ) -> tuple[list[torch.Tensor], dict[str, float]]:
         s = self.settings
         assert self.disc is not None
@@ -151,6 +170,11 @@ class LabelParty:
             g_cut = ce_term
         else:
             g_cut = gan_term + ce_term
+        if trace is not None:
+            trace["prediction"] = _per_row(self.head(cut))
+            for name, term in (("gan", gan_term), ("ce", ce_term)):
+                (part,) = torch.autograd.grad(cut, leaves[0], grad_outputs=term, retain_graph=True)
+                trace[name] = _per_row(part)
         grads = torch.autograd.grad(cut, leaves, grad_outputs=g_cut)
         n = float(labels.shape[0])
         stats = {
@@ -168,9 +192,14 @@ class LabelParty:
         return list(grads), stats
 
     def _vanilla(
-        self, leaves: list[torch.Tensor], labels: torch.Tensor
+        self,
+        leaves: list[torch.Tensor],
+        labels: torch.Tensor,
+        trace: dict[str, np.ndarray] | None = None,
     ) -> tuple[list[torch.Tensor], dict[str, float]]:
         out = self.head(combine(leaves, self.how)).squeeze(1)
+        if trace is not None:
+            trace["prediction"] = out.detach().numpy().astype(np.float64)
         loss = ce_loss(out, labels)
         params = list(self.head.parameters())
         self.optimizers["head"].zero_grad(set_to_none=True)

@@ -172,10 +172,16 @@ class RepetitionResult:
     seconds: float
     history: list[dict[str, Any]] = field(default_factory=list)
     last_stats: dict[str, float] = field(default_factory=dict)
+    gradient_trace: dict[str, np.ndarray] | None = field(default=None, compare=False)
+    """The last epoch's last :data:`TRACE_ROWS` rows: label, prediction and the gradient
+    party 0 received (GAFM: also its GAN and CE terms). Not in :meth:`to_dict` (the run
+    writes it to ``gradients.csv``); ``None`` for a repetition restored from a checkpoint."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return asdict(self)
+        """JSON-ready form (without the gradient trace)."""
+        out = asdict(self)
+        del out["gradient_trace"]
+        return out
 
 
 def _auc(labels: np.ndarray, scores: np.ndarray) -> float:
@@ -207,6 +213,18 @@ def _leak(accumulators: Sequence[LeakAccumulator]) -> list[dict[str, float]]:
     return [acc.result() for acc in accumulators]
 
 
+# Rows of the gradient trace a repetition keeps (its last epoch's last rows): enough for
+# paper 002's scatter plots of prediction against gradient.
+TRACE_ROWS = 2_000
+
+
+def _merge_traces(traces: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray] | None:
+    if not traces:
+        return None
+    merged = {key: np.concatenate([t[key] for t in traces]) for key in traces[0]}
+    return {key: values[-TRACE_ROWS:] for key, values in merged.items()}
+
+
 def _train_epoch(
     link: PartyLink,
     label_party: LabelParty,
@@ -218,8 +236,10 @@ def _train_epoch(
     step: int,
     pending: list[list[torch.Tensor]] | None,
     stats: dict[str, float],
+    traces: list[dict[str, np.ndarray]],
 ) -> tuple[list[list[torch.Tensor]] | None, int, int, dict[str, float], dict[str, float]]:
-    """Run one epoch's exchanges; returns (pending grads, step, steps taken, last stats, stat sums)."""
+    """Run one epoch's exchanges; returns (pending grads, step, steps taken, last stats,
+    stat sums). Each step's trace, when the label party traces, goes to ``traces``."""
     sums: dict[str, float] = {}
     taken = 0
     # An exchange carries up to K batches and never crosses the epoch's end.
@@ -229,6 +249,8 @@ def _train_epoch(
         pending = []
         for rows, parts in zip(block, parts_block, strict=True):
             result = label_party.train_step(parts, y[rows], step)
+            if result.trace is not None:
+                traces.append(result.trace)
             pending.append(result.grads)
             stats = result.stats
             for key, value in stats.items():
@@ -298,6 +320,7 @@ def train_repetition(
     epoch = 0
     stats: dict[str, float] = {}
     leak_parties: list[dict[str, float]] = []
+    traces: list[dict[str, np.ndarray]] = []
     done = False
     k = settings.steps_per_exchange
     while epoch < settings.epochs and not done:
@@ -306,8 +329,12 @@ def train_repetition(
         batches = epoch_batches(split.train, settings.batch_size, seed, epoch)
         if settings.max_steps is not None:
             batches = batches[: settings.max_steps - step]
+        # The last epoch (the run's epochs, or max_steps reached within it) is traced.
+        label_party.tracing = epoch == settings.epochs - 1 or (
+            settings.max_steps is not None and step + len(batches) >= settings.max_steps
+        )
         pending, step, taken, stats, sums = _train_epoch(
-            link, label_party, labels, y, accumulators, batches, k, step, pending, stats
+            link, label_party, labels, y, accumulators, batches, k, step, pending, stats, traces
         )
         if settings.max_steps is not None and step >= settings.max_steps:
             done = True
@@ -323,7 +350,9 @@ def train_repetition(
             history.append(record)
             if progress is not None:
                 progress({**record, "seed": seed, "epochs": settings.epochs})
-    return _repetition_result(seed, history, leak_parties, step, epoch, started, stats)
+    result = _repetition_result(seed, history, leak_parties, step, epoch, started, stats)
+    result.gradient_trace = _merge_traces(traces)
+    return result
 
 
 def _repetition_result(

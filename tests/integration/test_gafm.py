@@ -234,6 +234,14 @@ def test_reproduce_grid_and_table_for_paper_002(tmp_path: Path) -> None:
     assert "| | paper | 0.86 ± 0.15 |" in text
     report = (specs[1].run_dir / "report.md").read_text()
     assert "F = average" in report and "Leak AUC per party" in report
+    # Paper 002's Figure 2: the first seed's last epoch, prediction against gradient.
+    assert "## Prediction against gradient (paper 002, Figure 2)" in report
+    assert (specs[1].run_dir / "gradients.png").stat().st_size > 0
+    trace = pd.read_csv(specs[0].run_dir / "gradients.csv")
+    assert list(trace.columns) == ["label", "prediction", "gradient", "gan", "ce"]
+    # Spambase's 3,680 training rows at batch 512: the last epoch's 8 batches.
+    assert len(trace) == 2_000 and set(trace["label"]) == {0, 1}
+    np.testing.assert_allclose(trace["gan"] + trace["ce"], trace["gradient"], atol=1e-6)
 
 
 def test_bad_input_is_refused_with_a_reason(tmp_path: Path) -> None:

@@ -174,3 +174,34 @@ def test_an_ablation_is_named_and_only_for_gafm() -> None:
         GAFMSettings(ablation="gan")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="algorithm=splitnn has none"):
         VFLGANConfig(variant=Variant.SPLITNN, gafm=GAFMSettings(ablation="ce_only"))
+
+
+@pytest.mark.parametrize("parties", [1, 3])
+def test_a_traced_step_reports_the_terms_of_the_gradient_and_changes_nothing(parties: int) -> None:
+    """Paper 002's Figure 2: the GAN and CE terms party 0 receives add up to its gradient;
+    tracing leaves the update and the gradients exactly as an untraced step makes them."""
+    parts, labels = _batch(parties=parties)
+    plain, traced = (LabelParty(Method.GAFM, SETTINGS, parties, seed=7) for _ in range(2))
+    traced.tracing = True
+    untraced_result = plain.train_step(parts, labels, 2)
+    result = traced.train_step(parts, labels, 2)
+    assert untraced_result.trace is None and result.trace is not None
+    for a, b in zip(untraced_result.grads, result.grads, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(plain.head.parameters(), traced.head.parameters(), strict=True):
+        assert torch.equal(a, b)
+    trace = result.trace
+    assert set(trace) == {"label", "prediction", "gradient", "gan", "ce"}
+    np.testing.assert_array_equal(trace["label"], labels.numpy().astype(int))
+    np.testing.assert_allclose(trace["gan"] + trace["ce"], trace["gradient"], atol=1e-6)
+    np.testing.assert_allclose(trace["gradient"], result.grads[0].sum(dim=1).numpy(), atol=1e-7)
+    # The prediction is G(f(X)) after the step, as the label party would predict.
+    assert np.all((trace["prediction"] > 0) & (trace["prediction"] < 1))
+
+
+def test_a_traced_splitnn_step_has_no_gan_or_ce_terms() -> None:
+    party = LabelParty(Method.SPLITNN, SETTINGS, 1, seed=5)
+    party.tracing = True
+    parts, labels = _batch()
+    trace = party.train_step(parts, labels, 0).trace
+    assert trace is not None and set(trace) == {"label", "prediction", "gradient"}
