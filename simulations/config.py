@@ -374,6 +374,10 @@ class ReproduceConfig:
         Non-label party counts of paper 002's rows (``gafm``, ``marvell``, ``maxnorm``,
         ``splitnn``): 1 is Table 2's two-party setting, 3 Table C.1's. Each row is one run
         of ``gafm.repetitions`` seeds starting at the first of ``seeds``.
+    gafm_ablations
+        With ``gafm`` among the algorithms, also its GAN-only and CE-only runs (paper 002,
+        Section 4.2.2) for each party count, their rows in the table, and Figure 3 (test
+        AUC against leak AUC) in ``paper002_figure3.png``.
     vtgan_epochs
         Training epochs of paper 001's rows per dataset (datasets not listed use
         ``train.epochs``: 10 from ``conf/algorithm/vtgan.yaml``). Paper 001 trains 300;
@@ -403,6 +407,7 @@ class ReproduceConfig:
     n_parties: tuple[int, ...] = (2,)
     vtgan_epochs: dict[str, int] = field(default_factory=lambda: {"adult": 30})
     gafm_parties: tuple[int, ...] = (1, 3)
+    gafm_ablations: bool = False
 
     @property
     def variants(self) -> list[float | None]:

@@ -24,6 +24,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import Variant
+from flwr_vflgan.evaluation.plots import pyplot, save_figure
 from flwr_vflgan.gafm.attacks import ATTACKS
 from flwr_vflgan.gafm.paper import paper_cells, paper_row
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
@@ -36,7 +37,23 @@ PAPER002_ALGORITHMS = (
     Variant.MAXNORM.value,
     Variant.SPLITNN.value,
 )
-NAMES = {"gafm": "GAFM", "marvell": "Marvell", "maxnorm": "Max Norm", "splitnn": "Vanilla"}
+NAMES = {
+    "gafm": "GAFM",
+    "gafm-gan_only": "GAN-only",
+    "gafm-ce_only": "CE-only",
+    "marvell": "Marvell",
+    "maxnorm": "Max Norm",
+    "splitnn": "Vanilla",
+}
+"""The table's methods in its order: GAFM, its ablations (``reproduce.gafm_ablations``),
+then the baselines."""
+ABLATIONS = ("gan_only", "ce_only")
+
+
+def method_key(spec: RunSpec) -> str:
+    """A run's method in the table: its variant, and GAFM's ablation if any."""
+    ablation = spec.algorithm.gafm.ablation
+    return spec.algorithm.variant.value + (f"-{ablation}" if ablation else "")
 
 
 def is_paper002(algorithm: str) -> bool:
@@ -48,19 +65,26 @@ def paper002_specs(
     base: DictConfig, rc: ReproduceConfig, dataset: str, algorithm: str
 ) -> list[RunSpec]:
     """One run per non-label party count of ``reproduce.gafm_parties`` (each run holds all
-    its seeds)."""
+    its seeds); for ``gafm`` with ``reproduce.gafm_ablations`` also its GAN-only and
+    CE-only runs."""
+    ablations: tuple[str | None, ...] = (None,)
+    if algorithm == Variant.GAFM.value and rc.gafm_ablations:
+        ablations = (None, *ABLATIONS)
     specs = []
     for n_parties in rc.gafm_parties:
-        override: dict[str, Any] = {
-            "seed": rc.seeds[0],
-            "algorithm": {"variant": algorithm},
-            "dataset": {"source": dataset},
-            "partition": {"n_parties": n_parties},
-        }
-        spec = to_run_spec(OmegaConf.merge(base, override), Path(rc.out_dir))
-        suffix = "party" if n_parties == 1 else "parties"
-        run_dir = Path(rc.out_dir) / dataset_name(dataset) / f"{algorithm}-{n_parties}{suffix}"
-        specs.append(replace(spec, run_dir=run_dir))
+        for ablation in ablations:
+            override: dict[str, Any] = {
+                "seed": rc.seeds[0],
+                "algorithm": {"variant": algorithm},
+                "dataset": {"source": dataset},
+                "partition": {"n_parties": n_parties},
+            }
+            if ablation is not None:
+                override["gafm"] = {"ablation": ablation}
+            spec = to_run_spec(OmegaConf.merge(base, override), Path(rc.out_dir))
+            suffix = "party" if n_parties == 1 else "parties"
+            name = f"{method_key(spec)}-{n_parties}{suffix}"
+            specs.append(replace(spec, run_dir=Path(rc.out_dir) / dataset_name(dataset) / name))
     return specs
 
 
@@ -106,9 +130,13 @@ def summarise(results: Sequence[tuple[RunSpec, dict[str, Any]]]) -> dict[str, An
         cell = table.setdefault(dataset_name(spec.data.source), {}).setdefault(
             str(spec.data.n_parties), {}
         )
-        cell[spec.algorithm.variant.value] = {
+        key = method_key(spec)
+        cell[key] = {
             "ours": metrics["summary"],
-            "paper": paper_row(
+            # An ablation is not one of Table 2's rows.
+            "paper": None
+            if spec.algorithm.gafm.ablation
+            else paper_row(
                 dataset_name(spec.data.source), spec.algorithm.variant.value, spec.data.n_parties
             ),
             "run_dir": str(spec.run_dir),
@@ -147,7 +175,7 @@ def render(table: dict[str, Any]) -> str:
                 f"| method | | Avg. AUC | Worst AUC | Best AUC | {HEADER} |",
                 "|---|---|---|---|---|" + "---|" * len(ATTACKS),
             ]
-            for method in PAPER002_ALGORITHMS:
+            for method in NAMES:
                 if method not in methods:
                     continue
                 ours, paper = methods[method]["ours"], methods[method]["paper"]
@@ -188,6 +216,35 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
 def write(
     results: Sequence[tuple[RunSpec, dict[str, Any]]], rc: ReproduceConfig
 ) -> tuple[str, dict[str, Any]]:
-    """Paper 002's table: markdown and JSON."""
+    """Paper 002's table: markdown and JSON; with GAFM's ablations among the results, also
+    Figure 3 (``paper002_figure3.png`` in ``reproduce.out_dir``)."""
     table = summarise(results)
-    return render(table), table
+    text = render(table)
+    if any(spec.algorithm.gafm.ablation for spec, _ in results):
+        path = plot_figure3(table, Path(rc.out_dir) / "paper002_figure3.png")
+        text += f"\n![Figure 3: test AUC against leak AUC]({path.name})\n"
+    return text, table
+
+
+def plot_figure3(table: dict[str, Any], path: Path) -> Path:
+    """Paper 002's Figure 3: each method's mean test AUC against its mean leak AUC (the
+    mean attack, eq. 10), one panel per dataset and party count."""
+    panels = [
+        (dataset, count, methods)
+        for dataset, by_count in table.items()
+        for count, methods in sorted(by_count.items(), key=lambda kv: int(kv[0]))
+    ]
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    for ax, (dataset, count, methods) in zip(axes[0], panels, strict=True):
+        for method, cell in methods.items():
+            ours = cell["ours"]
+            x, y = ours["leak_auc"]["mean"]["mean"], ours["test_auc"]["mean"]
+            ax.scatter([x], [y], s=40)
+            ax.annotate(
+                NAMES.get(method, method), (x, y), textcoords="offset points", xytext=(4, 4)
+            )
+        ax.set_xlabel("leak AUC (mean attack)")
+        ax.set_ylabel("test AUC")
+        ax.set_title(f"{dataset}, {count} non-label part{'y' if count == '1' else 'ies'}")
+    return save_figure(fig, path)

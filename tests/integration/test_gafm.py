@@ -302,3 +302,52 @@ def test_malformed_blocks_get_error_replies() -> None:
     reply = send([4, 4], 7)
     assert reply.has_error() and "must have shape (8,)" in reply.error.reason
     assert not send([4, 4], 8).has_error()
+
+
+def test_reproduce_runs_gafms_ablations_and_draws_figure_3(tmp_path: Path) -> None:
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from flwr_vflgan.simulations import reproduce_gafm
+    from flwr_vflgan.simulations.config import register_configs
+    from flwr_vflgan.simulations.families import run_experiment
+
+    register_configs()
+    rc = ReproduceConfig(
+        datasets=("spambase",),
+        algorithms=("gafm",),
+        seeds=(0,),
+        out_dir=str(tmp_path),
+        gafm_parties=(1,),
+        gafm_ablations=True,
+    )
+    with initialize_config_module("flwr_vflgan.conf", version_base=None):
+        cfg = compose(
+            "reproduce",
+            overrides=[
+                "algorithm=gafm",
+                f"dataset.data_dir={SHARED_DATASETS}",
+                "gafm.epochs=1",
+                "gafm.repetitions=1",
+                "gafm.batch_size=512",
+            ],
+        )
+    base = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "reproduce"])
+    specs = reproduce_gafm.paper002_specs(base, rc, "spambase", "gafm")
+    assert [s.run_dir.name for s in specs] == [
+        "gafm-1party", "gafm-gan_only-1party", "gafm-ce_only-1party",
+    ]  # fmt: skip
+    assert [s.algorithm.gafm.ablation for s in specs] == [None, "gan_only", "ce_only"]
+    # Without the setting, the ablations are not run; the baselines never have them.
+    plain = replace(rc, gafm_ablations=False)
+    assert len(reproduce_gafm.paper002_specs(base, plain, "spambase", "gafm")) == 1
+    assert len(reproduce_gafm.paper002_specs(base, rc, "spambase", "splitnn")) == 1
+    results = [(s, run_experiment(s)) for s in specs]
+    text, table = reproduce_gafm.write(results, rc)
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    names = [line.split("|")[1].strip() for line in rows[1:]]
+    # GAFM has the paper's Table 2 row under it; the ablations have none.
+    assert names == ["GAFM", "", "GAN-only", "CE-only"], rows
+    assert set(table["spambase"]["1"]) == {"gafm", "gafm-gan_only", "gafm-ce_only"}
+    assert (tmp_path / "paper002_figure3.png").stat().st_size > 0
+    assert "![Figure 3: test AUC against leak AUC](paper002_figure3.png)" in text
