@@ -21,6 +21,7 @@ import pytest
 import torch
 from conftest import SHARED_DATASETS
 from flwr.app import ArrayRecord, ConfigRecord, Message
+from omegaconf import DictConfig
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.gafm.config import GAFMSettings, Method
@@ -190,29 +191,37 @@ def test_audit_labels_never_reach_a_party_and_features_never_reach_the_server(k:
                         assert not np.allclose(values[:, 0], table[:n, column])
 
 
-def test_reproduce_grid_and_table_for_paper_002(tmp_path: Path) -> None:
+def _reproduce_base(epochs: int, repetitions: int) -> DictConfig:
+    """The reproduce command's configuration less its ``reproduce`` node: GAFM on
+    Spambase at batch 512."""
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from flwr_vflgan.simulations import reproduce_gafm
-    from flwr_vflgan.simulations.config import register_configs, to_run_spec
+    from flwr_vflgan.simulations.config import register_configs
 
     register_configs()
-    rc = ReproduceConfig(
-        datasets=("spambase",), algorithms=("gafm", "splitnn"), seeds=(3,), out_dir=str(tmp_path)
-    )
     with initialize_config_module("flwr_vflgan.conf", version_base=None):
         cfg = compose(
             "reproduce",
             overrides=[
                 "algorithm=gafm",
                 f"dataset.data_dir={SHARED_DATASETS}",
-                "gafm.epochs=2",
-                "gafm.repetitions=2",
+                f"gafm.epochs={epochs}",
+                f"gafm.repetitions={repetitions}",
                 "gafm.batch_size=512",
             ],
         )
-    base = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "reproduce"])
+    return OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "reproduce"])
+
+
+def test_reproduce_grid_and_table_for_paper_002(tmp_path: Path) -> None:
+    from flwr_vflgan.simulations import reproduce_gafm
+    from flwr_vflgan.simulations.config import to_run_spec
+
+    rc = ReproduceConfig(
+        datasets=("spambase",), algorithms=("gafm", "splitnn"), seeds=(3,), out_dir=str(tmp_path)
+    )
+    base = _reproduce_base(epochs=2, repetitions=2)
     specs = reproduce_gafm.paper002_specs(base, rc, "spambase", "gafm")
     assert [s.data.n_parties for s in specs] == [1, 3]
     assert [s.run_dir.name for s in specs] == ["gafm-1party", "gafm-3parties"]
@@ -305,14 +314,9 @@ def test_malformed_blocks_get_error_replies() -> None:
 
 
 def test_reproduce_runs_gafms_ablations_and_draws_figure_3(tmp_path: Path) -> None:
-    from hydra import compose, initialize_config_module
-    from omegaconf import OmegaConf
-
     from flwr_vflgan.simulations import reproduce_gafm
-    from flwr_vflgan.simulations.config import register_configs
     from flwr_vflgan.simulations.families import run_experiment
 
-    register_configs()
     rc = ReproduceConfig(
         datasets=("spambase",),
         algorithms=("gafm",),
@@ -321,18 +325,7 @@ def test_reproduce_runs_gafms_ablations_and_draws_figure_3(tmp_path: Path) -> No
         gafm_parties=(1,),
         gafm_ablations=True,
     )
-    with initialize_config_module("flwr_vflgan.conf", version_base=None):
-        cfg = compose(
-            "reproduce",
-            overrides=[
-                "algorithm=gafm",
-                f"dataset.data_dir={SHARED_DATASETS}",
-                "gafm.epochs=1",
-                "gafm.repetitions=1",
-                "gafm.batch_size=512",
-            ],
-        )
-    base = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "reproduce"])
+    base = _reproduce_base(epochs=1, repetitions=1)
     specs = reproduce_gafm.paper002_specs(base, rc, "spambase", "gafm")
     assert [s.run_dir.name for s in specs] == [
         "gafm-1party", "gafm-gan_only-1party", "gafm-ce_only-1party",
