@@ -188,6 +188,7 @@ class VTGANClient:
             partition_id,
             config.vtgan.max_modes,
             config.vtgan.mode_weight_threshold,
+            config.vtgan.point_mass_share,
         )
         if key in self._encoders:
             self._encoders.move_to_end(key)
@@ -198,6 +199,7 @@ class VTGANClient:
                 max_modes=config.vtgan.max_modes,
                 weight_threshold=config.vtgan.mode_weight_threshold,
                 seed=private % (2**31),
+                point_mass_share=config.vtgan.point_mass_share,
             ).fit(data.frame, data.schema)
         else:
             encoder = ModeSpecificEncoder.from_state_dict(state)

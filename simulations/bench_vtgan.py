@@ -96,6 +96,7 @@ def local_objects(spec: Any) -> tuple[VTGANServer, list[VTGANParty]]:
             max_modes=settings.max_modes,
             weight_threshold=settings.mode_weight_threshold,
             seed=private % (2**31),
+            point_mass_share=settings.point_mass_share,
         ).fit(block.frame, block.schema)
         encoded.append(encoder.transform(block.frame, numpy_generator(private, Stream.INIT, 2)))
         encoders.append((encoder, len(block.schema.names)))
@@ -300,7 +301,8 @@ s, t = config.vtgan, config.train
 data = party_block(spec, 0)
 private = derive_seed(shared, Stream.INIT, 1, 1)
 encoder = ModeSpecificEncoder(max_modes=s.max_modes, weight_threshold=s.mode_weight_threshold,
-                              seed=private % 2**31).fit(data.frame, data.schema)
+                              seed=private % 2**31,
+                              point_mass_share=s.point_mass_share).fit(data.frame, data.schema)
 encoded = encoder.transform(data.frame, numpy_generator(private, Stream.INIT, 2))
 party = VTGANParty(s, t, encoded, encoder.spans, encoder.discrete_spans, layout, shared, 0)
 schedule = Schedule(party.n_rows, t.batch_size, t.n_critic, t.epochs or 1, None)

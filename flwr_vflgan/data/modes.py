@@ -116,6 +116,11 @@ class ModeColumn:
     has_missing
         The column had missing values at fit: a ``[present, missing]`` indicator follows
         the mode block.
+    point_masses
+        Values the column takes often (CTAB-GAN's mixed-type columns, paper 001 Section
+        3.1.4: ``capital-gain`` at 0). Each has its own slot before the modes in the
+        one-hot block; a value equal to one encodes as that slot with scalar 0 and
+        decodes exactly. The modes model the other values.
     """
 
     name: str
@@ -127,6 +132,7 @@ class ModeColumn:
     minimum: float
     maximum: float
     has_missing: bool = False
+    point_masses: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         n_modes = len(self.means)
@@ -135,7 +141,10 @@ class ModeColumn:
                 f"numeric column {self.name!r}: means, stds and log_weights must have the same "
                 f"length >= 1, got {len(self.means)}, {len(self.stds)}, {len(self.log_weights)}"
             )
-        values = [*self.means, *self.stds, *self.log_weights, self.minimum, self.maximum]
+        values = [
+            *self.means, *self.stds, *self.log_weights, *self.point_masses, self.minimum,
+            self.maximum,
+        ]  # fmt: skip
         if not np.isfinite(values).all() or min(self.stds) <= 0 or self.minimum > self.maximum:
             raise ValueError(
                 f"numeric column {self.name!r} has invalid modes: means={list(self.means)}, "
@@ -145,9 +154,14 @@ class ModeColumn:
             )
 
     @property
+    def n_slots(self) -> int:
+        """Width of the one-hot block: the point masses, then the kept modes."""
+        return len(self.point_masses) + len(self.means)
+
+    @property
     def width(self) -> int:
-        """The scalar, one slot per kept mode, and the two indicator slots if any."""
-        return 1 + len(self.means) + (2 if self.has_missing else 0)
+        """The scalar, the one-hot block, and the two indicator slots if any."""
+        return 1 + self.n_slots + (2 if self.has_missing else 0)
 
     def posterior(self, values: np.ndarray) -> np.ndarray:
         """``(n, n_modes)`` posterior over the kept modes, smoothed by 1e-6 and renormalised."""
@@ -164,15 +178,15 @@ class ModeColumn:
         values = numeric_values(series, self.name, allow_missing=self.has_missing)
         if self.has_missing:
             missing = np.isnan(values)
-            n_modes = len(self.means)
-            out[:, 1 + n_modes] = ~missing
-            out[:, 2 + n_modes] = missing
+            n_slots = self.n_slots
+            out[:, 1 + n_slots] = ~missing
+            out[:, 2 + n_slots] = missing
             # A missing value takes the mode sampled for the column's mean, scalar 0.
             center = float(
                 np.dot(np.exp(self.log_weights), self.means) / np.exp(self.log_weights).sum()
             )
             present = np.where(missing, center, values)
-            self._encode_present(present, rng, out[:, : 1 + n_modes])
+            self._encode_present(present, rng, out[:, : 1 + n_slots])
             out[missing, 0] = 0.0
             return
         self._encode_present(values, rng, out)
@@ -180,20 +194,33 @@ class ModeColumn:
     def _encode_present(
         self, values: np.ndarray, rng: np.random.Generator, out: np.ndarray
     ) -> None:
-        """The scalar and the sampled mode of complete ``values`` (one uniform draw a row)."""
+        """The scalar and the sampled mode of complete ``values`` (one uniform draw a row,
+        drawn for every row, point mass or not, so the stream does not depend on them)."""
         cumulative = np.cumsum(self.posterior(values), axis=1)
         # Inverse-CDF sampling of one mode per row, vectorised over rows.
         uniform = rng.random(len(values))
         modes = np.minimum((uniform[:, None] >= cumulative).sum(axis=1), len(self.means) - 1)
         means, stds = np.asarray(self.means)[modes], np.asarray(self.stds)[modes]
-        out[:, 0] = np.clip((values - means) / (4 * stds), -_SCALAR_BOUND, _SCALAR_BOUND)
-        out[np.arange(len(values)), 1 + modes] = 1.0
+        scalar = np.clip((values - means) / (4 * stds), -_SCALAR_BOUND, _SCALAR_BOUND)
+        slots = len(self.point_masses) + modes
+        if self.point_masses:
+            masses = np.asarray(self.point_masses)
+            at = values[:, None] == masses
+            on_mass = at.any(axis=1)
+            slots = np.where(on_mass, at.argmax(axis=1), slots)
+            scalar = np.where(on_mass, 0.0, scalar)
+        out[:, 0] = scalar
+        out[np.arange(len(values)), 1 + slots] = 1.0
 
     def decode(self, block: np.ndarray) -> pd.Series:
-        n_modes = len(self.means)
-        modes = block[:, 1 : 1 + n_modes].argmax(axis=1)
+        n_masses = len(self.point_masses)
+        slots = block[:, 1 : 1 + self.n_slots].argmax(axis=1)
+        modes = np.maximum(slots - n_masses, 0)
         scalar = np.clip(block[:, 0], -1.0, 1.0)
         values = scalar * 4 * np.asarray(self.stds)[modes] + np.asarray(self.means)[modes]
+        if n_masses:
+            masses = np.asarray(self.point_masses)
+            values = np.where(slots < n_masses, masses[np.minimum(slots, n_masses - 1)], values)
         original = dtype_from_record(self.dtype)
         if self.kind is ColumnKind.INTEGER:
             values = np.rint(values)
@@ -202,12 +229,13 @@ class ModeColumn:
             target = original if ptypes.is_float_dtype(original) else np.dtype(np.float64)
         values = np.clip(values, self.minimum, self.maximum)
         if self.has_missing:
-            values = np.where(block[:, 2 + n_modes] > block[:, 1 + n_modes], np.nan, values)
+            n_slots = self.n_slots
+            values = np.where(block[:, 2 + n_slots] > block[:, 1 + n_slots], np.nan, values)
             target = original if ptypes.is_float_dtype(original) else np.dtype(np.float64)
         return pd.Series(values, name=self.name).astype(target)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "has_missing": self.has_missing,
             "dtype": self.dtype,
             "minimum": self.minimum,
@@ -216,6 +244,9 @@ class ModeColumn:
             "stds": list(self.stds),
             "log_weights": list(self.log_weights),
         }
+        if self.point_masses:  # absent otherwise: states saved before it read the same
+            out["point_masses"] = list(self.point_masses)
+        return out
 
 
 def _kept_modes(
@@ -250,6 +281,7 @@ def _fit_mode_column(
     max_modes: int,
     weight_threshold: float,
     seed: int,
+    point_mass_share: float | None = None,
 ) -> ModeColumn:
     name = str(series.name)
     values = numeric_values(series, name, allow_missing=True)
@@ -264,6 +296,12 @@ def _fit_mode_column(
         values, sample = values[~missing], sample[~np.isnan(sample)]
         if sample.size == 0:  # the fit rows drew only gaps: fit on every present value
             sample = values
+    masses = point_masses(sample, point_mass_share)
+    if masses:
+        rest = sample[~np.isin(sample, masses)]
+        # The modes model the other values; a column of point masses alone keeps one
+        # mode (at its mean) that the encoding never uses.
+        sample = rest if rest.size else sample
     n_unique = int(np.unique(sample).size)
     if n_unique == 1:
         # One mode; a (sample-)constant column has nothing for a mixture to find.
@@ -299,7 +337,20 @@ def _fit_mode_column(
         minimum=float(values.min()),
         maximum=float(values.max()),
         has_missing=bool(missing.any()),
+        point_masses=masses,
     )
+
+
+def point_masses(sample: np.ndarray, share: float | None) -> tuple[float, ...]:
+    """The values that make up at least ``share`` of ``sample`` each, sorted (none when
+    ``share`` is ``None``, or when one value is the whole column: a constant needs no
+    mass of its own)."""
+    if share is None or sample.size == 0:
+        return ()
+    values, counts = np.unique(sample, return_counts=True)
+    if values.size == 1:
+        return ()
+    return tuple(float(v) for v in values[counts >= share * sample.size])
 
 
 FittedColumn = ModeColumn | CategoricalColumn
@@ -320,13 +371,18 @@ class ModeSpecificEncoder:
     max_fit_rows
         Fit the mixtures on at most this many rows (drawn without replacement); ``None``
         uses every row.
+    point_mass_share
+        CTAB-GAN's mixed-type encoding (paper 001, Section 3.1.4): a numeric value that
+        makes up at least this share of the fit rows gets a slot of its own and decodes
+        exactly (:attr:`ModeColumn.point_masses`); ``None`` (the default) keeps CTGAN's
+        encoding.
 
     Raises
     ------
     ValueError
         If ``max_modes`` is not an integer >= 1, ``weight_threshold`` not in [0, 1),
-        ``seed`` not an integer >= 0, or ``max_fit_rows`` neither ``None`` nor an
-        integer >= 2.
+        ``seed`` not an integer >= 0, ``max_fit_rows`` neither ``None`` nor an
+        integer >= 2, or ``point_mass_share`` neither ``None`` nor in (0, 1).
 
     Notes
     -----
@@ -351,6 +407,7 @@ class ModeSpecificEncoder:
         weight_threshold: float = 0.005,
         seed: int = 0,
         max_fit_rows: int | None = DEFAULT_MAX_FIT_ROWS,
+        point_mass_share: float | None = None,
     ) -> None:
         if not _is_int(max_modes) or max_modes < 1:
             raise ValueError(f"max_modes must be an integer >= 1, got {max_modes!r}")
@@ -364,6 +421,15 @@ class ModeSpecificEncoder:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         if max_fit_rows is not None and (not _is_int(max_fit_rows) or max_fit_rows < 2):
             raise ValueError(f"max_fit_rows must be None or an integer >= 2, got {max_fit_rows!r}")
+        if point_mass_share is not None and (
+            isinstance(point_mass_share, bool)
+            or not isinstance(point_mass_share, int | float)
+            or not 0 < point_mass_share < 1
+        ):
+            raise ValueError(
+                f"point_mass_share must be None or in (0, 1), got {point_mass_share!r}"
+            )
+        self.point_mass_share = None if point_mass_share is None else float(point_mass_share)
         self.max_modes = int(max_modes)
         self.weight_threshold = float(weight_threshold)
         self.seed = int(seed)
@@ -378,7 +444,8 @@ class ModeSpecificEncoder:
         fitted = f", output_dim={self.output_dim}" if self._schema is not None else ""
         return (
             f"ModeSpecificEncoder(max_modes={self.max_modes}, weight_threshold="
-            f"{self.weight_threshold}, seed={self.seed}, max_fit_rows={self.max_fit_rows}{fitted})"
+            f"{self.weight_threshold}, seed={self.seed}, max_fit_rows={self.max_fit_rows}, "
+            f"point_mass_share={self.point_mass_share}{fitted})"
         )
 
     # -- fitted attributes -------------------------------------------------------------
@@ -429,13 +496,13 @@ class ModeSpecificEncoder:
         start = 0
         for column in columns:
             if isinstance(column, ModeColumn):
-                n_modes = len(column.means)
+                n_slots = column.n_slots
                 spans.append(Span(column.name, start, 1, "tanh"))
-                spans.append(Span(column.name, start + 1, n_modes, "gumbel_softmax"))
+                spans.append(Span(column.name, start + 1, n_slots, "gumbel_softmax"))
                 if column.has_missing:
                     # The missingness indicator: a category of the conditional vector.
                     discrete_spans.append(
-                        Span(column.name, start + 1 + n_modes, 2, "gumbel_softmax")
+                        Span(column.name, start + 1 + n_slots, 2, "gumbel_softmax")
                     )
                     spans.append(discrete_spans[-1])
             else:
@@ -494,6 +561,7 @@ class ModeSpecificEncoder:
                     max_modes=self.max_modes,
                     weight_threshold=self.weight_threshold,
                     seed=self.seed,
+                    point_mass_share=self.point_mass_share,
                 )
                 columns.append(column)
         self._set_columns(schema, tuple(columns))
@@ -596,6 +664,7 @@ class ModeSpecificEncoder:
             "weight_threshold": self.weight_threshold,
             "seed": self.seed,
             "max_fit_rows": self.max_fit_rows,
+            **({"point_mass_share": self.point_mass_share} if self.point_mass_share else {}),
             "schema": schema.to_dict(),
             "numeric": {
                 col.name: col.to_dict() for col in self._columns if isinstance(col, ModeColumn)
@@ -623,8 +692,15 @@ class ModeSpecificEncoder:
             If the version is unsupported, keys are missing or unknown, a column has no
             entry, or its modes are invalid (non-finite, std <= 0, min > max).
         """
-        check_state(d, "mode encoder state", MODES_STATE_VERSION, _STATE_KEYS)
-        encoder = cls(d["max_modes"], d["weight_threshold"], d["seed"], d["max_fit_rows"])
+        keys = _STATE_KEYS | ({"point_mass_share"} if "point_mass_share" in d else set())
+        check_state(d, "mode encoder state", MODES_STATE_VERSION, frozenset(keys))
+        encoder = cls(
+            d["max_modes"],
+            d["weight_threshold"],
+            d["seed"],
+            d["max_fit_rows"],
+            d.get("point_mass_share"),
+        )
         schema = Schema.from_dict(d["schema"])
         columns = tuple(_column_from_state(d, schema, name) for name in schema.names)
         encoder._set_columns(schema, columns)
@@ -649,7 +725,8 @@ def _column_from_state(d: Mapping[str, Any], schema: Schema, name: str) -> Fitte
             categories=tuple(entry["categories"]),
             has_missing=bool(entry["has_missing"]),
         )
-    check_keys(f"numeric state of column {name!r}", entry, _NUMERIC_KEYS)
+    keys = _NUMERIC_KEYS | ({"point_masses"} if "point_masses" in entry else set())
+    check_keys(f"numeric state of column {name!r}", entry, frozenset(keys))
     return ModeColumn(
         name=name,
         kind=kind,
@@ -660,4 +737,5 @@ def _column_from_state(d: Mapping[str, Any], schema: Schema, name: str) -> Fitte
         minimum=float(entry["minimum"]),
         maximum=float(entry["maximum"]),
         has_missing=bool(entry["has_missing"]),
+        point_masses=tuple(float(v) for v in entry.get("point_masses", ())),
     )

@@ -52,6 +52,7 @@ def train_ctgan(
         max_modes=settings.max_modes,
         weight_threshold=settings.mode_weight_threshold,
         seed=private % (2**31),
+        point_mass_share=settings.point_mass_share,
     ).fit(frame, schema)
     encoded = encoder.transform(frame, numpy_generator(private, Stream.INIT, 2))
     shape = ClientShape(

@@ -74,6 +74,11 @@ class VTGANSettings:
     max_modes, mode_weight_threshold
         Mode-specific normalisation: components of the Bayesian Gaussian mixture and the
         weight above which a mode is kept.
+    point_mass_share
+        The mixed-type encoder (paper 001, Section 3.1.4, after CTAB-GAN): a numeric value
+        that makes up at least this share of a client's rows (``capital-gain`` at 0 on
+        Adult) gets a one-hot slot of its own and is generated exactly. ``null`` (the
+        default) keeps CTGAN's mode-specific normalisation.
     dp_count_noise
         Under ``dp=dpsgd``: noise multiplier of each client's one release of its category
         counts (std over the histogram's L2 sensitivity), from which the fake rows'
@@ -96,6 +101,7 @@ class VTGANSettings:
     max_modes: int = 10
     mode_weight_threshold: float = 0.005
     dp_count_noise: float = 5.0
+    point_mass_share: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("g_server_blocks", "g_client_blocks", "d_server_blocks", "d_client_blocks"):
@@ -120,6 +126,9 @@ class VTGANSettings:
             )
         if not self.dp_count_noise > 0:
             raise ValueError(f"vtgan.dp_count_noise must be > 0, got {self.dp_count_noise!r}")
+        share = self.point_mass_share
+        if share is not None and (isinstance(share, bool) or not 0 < share < 1):
+            raise ValueError(f"vtgan.point_mass_share must be null or in (0, 1), got {share!r}")
         for name in ("log_frequency", "shuffle"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"vtgan.{name} must be true or false, got {getattr(self, name)!r}")
@@ -133,8 +142,12 @@ class VTGANSettings:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-serialisable form."""
-        return asdict(self)
+        """Plain, JSON-serialisable form; ``point_mass_share`` only when set, so the
+        configurations saved before it existed compare equal."""
+        out = asdict(self)
+        if out["point_mass_share"] is None:
+            del out["point_mass_share"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VTGANSettings:

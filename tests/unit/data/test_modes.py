@@ -458,3 +458,89 @@ class TestMissingNumericValues:
             again.transform(frame, np.random.default_rng(5)),
             encoder.transform(frame, np.random.default_rng(5)),
         )
+
+
+# --- The mixed-type encoding (paper 001, Section 3.1.4: CTAB-GAN's point masses) ------
+
+
+def _gain_table(n: int = 2000, seed: int = 0) -> tuple[pd.DataFrame, Schema]:
+    """An Adult-like ``gain``: 90 % exactly 0, the rest log-normal integers; ``age``
+    without a point mass."""
+    rng = np.random.default_rng(seed)
+    gain = np.where(rng.random(n) < 0.9, 0, np.rint(np.exp(rng.normal(8, 1, n)))).astype(int)
+    frame = pd.DataFrame({"gain": gain, "age": rng.integers(17, 90, n)})
+    schema = Schema((ColumnSpec("gain", ColumnKind.INTEGER), ColumnSpec("age", ColumnKind.INTEGER)))
+    return frame, schema
+
+
+def test_point_masses_are_the_values_over_the_share() -> None:
+    from flwr_vflgan.data.modes import point_masses
+
+    sample = np.array([0.0] * 6 + [1.0] * 3 + [2.5])
+    assert point_masses(sample, 0.3) == (0.0, 1.0)
+    assert point_masses(sample, 0.5) == (0.0,)
+    assert point_masses(sample, None) == ()
+    assert point_masses(np.zeros(5), 0.1) == ()  # a constant column needs none
+
+
+def test_a_point_mass_gets_its_slot_and_decodes_exactly() -> None:
+    frame, schema = _gain_table()
+    encoder = ModeSpecificEncoder(seed=0, point_mass_share=0.1).fit(frame, schema)
+    gain = encoder._columns[0]
+    assert gain.point_masses == (0.0,)
+    assert encoder._columns[1].point_masses == ()  # no age has 10 % of the rows
+    x = encoder.transform(frame)
+    zero = frame["gain"].to_numpy() == 0
+    # The point mass: scalar 0 and slot 0 of the block; the other rows use the modes.
+    assert np.all(x[zero, 0] == 0) and np.all(x[zero, 1] == 1)
+    assert np.all(x[~zero, 1] == 0) and np.all(x[~zero, 2 : 1 + gain.n_slots].sum(axis=1) == 1)
+    decoded = encoder.inverse_transform(x)
+    assert np.all(decoded.loc[zero, "gain"] == 0)
+    spans = [s for s in encoder.spans if s.column == "gain"]
+    assert [s.width for s in spans] == [1, gain.n_slots]
+    # A generator's block that picks the mass slot decodes to exactly 0 whatever its scalar.
+    fake = x[:5].copy()
+    fake[:, 0], fake[:, 1 : 1 + gain.n_slots] = 0.7, 0.0
+    fake[:, 1] = 1.0
+    assert encoder.inverse_transform(fake)["gain"].tolist() == [0] * 5
+
+
+def test_without_a_share_the_encoding_is_ctgans_as_before() -> None:
+    """The default leaves the encoding, the random stream and the saved state unchanged."""
+    frame, schema = _gain_table()
+    plain = ModeSpecificEncoder(seed=0).fit(frame, schema)
+    assert all(c.point_masses == () for c in plain._columns)
+    state = plain.state_dict()
+    assert "point_mass_share" not in state
+    assert all("point_masses" not in entry for entry in state["numeric"].values())
+    mixed = ModeSpecificEncoder(seed=0, point_mass_share=0.1).fit(frame, schema)
+    # Age has no point mass: its columns encode identically in both (one draw a row each).
+    a, b = plain.transform(frame), mixed.transform(frame)
+    age_plain = a[:, plain._column_spans[1][0] : plain._column_spans[1][1]]
+    age_mixed = b[:, mixed._column_spans[1][0] : mixed._column_spans[1][1]]
+    np.testing.assert_array_equal(age_plain, age_mixed)
+
+
+def test_the_mixed_state_round_trips_and_missing_values_still_work() -> None:
+    frame, schema = _gain_table()
+    frame["gain"] = frame["gain"].astype(float)
+    frame.loc[:49, "gain"] = np.nan
+    schema = Schema(
+        (ColumnSpec("gain", ColumnKind.CONTINUOUS), ColumnSpec("age", ColumnKind.INTEGER))
+    )
+    encoder = ModeSpecificEncoder(seed=1, point_mass_share=0.1).fit(frame, schema)
+    gain = encoder._columns[0]
+    assert gain.has_missing and gain.point_masses == (0.0,)
+    restored = ModeSpecificEncoder.from_state_dict(json.loads(json.dumps(encoder.state_dict())))
+    rng = np.random.default_rng(3)
+    x = encoder.transform(frame, np.random.default_rng(3))
+    np.testing.assert_array_equal(restored.transform(frame, rng), x)
+    decoded = restored.inverse_transform(x)
+    assert decoded["gain"].isna().sum() == 50
+    assert (decoded["gain"] == 0).sum() == (frame["gain"] == 0).sum()
+
+
+@pytest.mark.parametrize("share", [0, 1, 1.5, True, "0.1"])
+def test_a_bad_point_mass_share_is_refused(share: object) -> None:
+    with pytest.raises(ValueError, match="point_mass_share must be None or in"):
+        ModeSpecificEncoder(point_mass_share=share)  # type: ignore[arg-type]

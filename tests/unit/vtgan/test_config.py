@@ -40,11 +40,22 @@ def test_default_partition_is_d20_g02() -> None:
         ("weight_decay", -1e-6, "weight_decay must be >= 0"),
         ("shuffle", "yes", "shuffle must be true or false"),
         ("mode_weight_threshold", 1.0, r"mode_weight_threshold must be in \[0, 1\)"),
+        ("point_mass_share", 0.0, r"point_mass_share must be null or in \(0, 1\)"),
+        ("point_mass_share", True, r"point_mass_share must be null or in \(0, 1\)"),
     ],
 )
 def test_settings_validation(name: str, value: object, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         VTGANSettings(**{name: value})  # type: ignore[arg-type]
+
+
+def test_the_mixed_type_share_is_saved_only_when_set() -> None:
+    """Configurations saved before ``point_mass_share`` existed compare equal to today's."""
+    assert "point_mass_share" not in VTGANSettings().to_dict()
+    mixed = VTGANSettings(point_mass_share=0.1)
+    assert mixed.to_dict()["point_mass_share"] == 0.1
+    assert VTGANSettings.from_dict(mixed.to_dict()) == mixed
+    assert VTGANSettings.from_dict(VTGANSettings().to_dict()) == VTGANSettings()
 
 
 def test_unknown_key_lists_valid() -> None:
