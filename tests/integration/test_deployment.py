@@ -125,7 +125,6 @@ GAFM_RUN_TIMEOUT = 300.0  # six exchanges, measured ~15 s each here (a ~90 s run
 # after 2 missed intervals, about 20 s instead of 60 s with the default 30 s.
 FLOWER_SITE = Path(__file__).resolve().parent / "flower_site"
 TEST_HEARTBEAT = 10
-HEARTBEAT_WINDOW = 2 * TEST_HEARTBEAT
 
 
 def _flower_env(flwr_home: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -581,8 +580,12 @@ def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
 # so its runs are shorter (8 epochs by default).
 REJOIN_EPOCHS = {True: 30, False: 8}
 # The SuperLink reports a silent node unavailable after two missed heartbeats; a node
-# restarted later than that finds the run waiting for it at setup.
-SETUP_RESTART_DELAY = HEARTBEAT_WINDOW + 15.0
+# restarted later than that finds the run waiting for it at setup. That test keeps
+# Flower's 30 s interval: the ServerApp must send its setup while the SuperLink still
+# lists the killed node, and a ServerApp starting on a loaded machine (two test workers)
+# took longer than the short window's 20 s.
+SETUP_HEARTBEAT_WINDOW = 2 * 30.0
+SETUP_RESTART_DELAY = SETUP_HEARTBEAT_WINDOW + 15.0
 # The SuperLink reports a dead node unavailable once it misses its heartbeats (patience
 # 2), then the run resumes: allow for that on top of the run.
 REJOIN_RUN_TIMEOUT = 420.0
@@ -713,7 +716,13 @@ def test_a_party_node_lost_at_setup_rejoins_and_the_table_is_unchanged(
         restarted.append(True)
 
     deployment = _resumed_deployment(
-        tmp_path, processes, adult_small, kill_then_restart, epochs=3, resumed=False
+        tmp_path,
+        processes,
+        adult_small,
+        kill_then_restart,
+        epochs=3,
+        resumed=False,
+        extra_env={"FLWR_VFLGAN_TEST_HEARTBEAT": ""},  # Flower's own interval
     )
     run_log = deployment.diagnostics()
     assert restarted, "the party node was not restarted"
