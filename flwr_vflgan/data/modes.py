@@ -273,6 +273,32 @@ def _kept_modes(
     return means, np.maximum(stds, floors), (log_weights + correction)[kept]
 
 
+def _fit_modes(
+    sample: np.ndarray, name: str, components: int, weight_threshold: float, seed: int
+) -> tuple[list[float], list[float], list[float]]:
+    """Means, stds and posterior log constants of the kept modes of ``sample``'s
+    variational Gaussian mixture (CTGAN's settings)."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import BayesianGaussianMixture
+
+    mixture = BayesianGaussianMixture(
+        n_components=components,
+        weight_concentration_prior_type="dirichlet_process",
+        weight_concentration_prior=0.001,
+        max_iter=100,
+        n_init=1,
+        random_state=seed,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        mixture.fit(sample.reshape(-1, 1))
+    if any(issubclass(w.category, ConvergenceWarning) for w in caught):
+        # CTGAN's 100 iterations often stop before convergence; the modes are still usable.
+        logger.debug("mixture of column %r did not converge in 100 iterations", name)
+    means, stds, log_weights = _kept_modes(mixture, weight_threshold)
+    return means.tolist(), stds.tolist(), log_weights.tolist()
+
+
 def _fit_mode_column(
     series: pd.Series,
     kind: ColumnKind,
@@ -308,25 +334,9 @@ def _fit_mode_column(
         mean = float(values.mean())
         means, stds, log_weights = [mean], [max(float(values.std()), _std_floor(mean))], [0.0]
     else:
-        from sklearn.exceptions import ConvergenceWarning
-        from sklearn.mixture import BayesianGaussianMixture
-
-        mixture = BayesianGaussianMixture(
-            n_components=min(max_modes, n_unique),
-            weight_concentration_prior_type="dirichlet_process",
-            weight_concentration_prior=0.001,
-            max_iter=100,
-            n_init=1,
-            random_state=seed,
+        means, stds, log_weights = _fit_modes(
+            sample, name, min(max_modes, n_unique), weight_threshold, seed
         )
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            mixture.fit(sample.reshape(-1, 1))
-        if any(issubclass(w.category, ConvergenceWarning) for w in caught):
-            # CTGAN's 100 iterations often stop before convergence; the modes are still usable.
-            logger.debug("mixture of column %r did not converge in 100 iterations", name)
-        kept = _kept_modes(mixture, weight_threshold)
-        means, stds, log_weights = (array.tolist() for array in kept)
     return ModeColumn(
         name=name,
         kind=kind,
