@@ -113,9 +113,9 @@ def stratified_sample(frame: pd.DataFrame, label: str, rows: int, seed: int) -> 
 
     Each class gets ``floor(rows * share)`` rows, and the rows still missing go to the
     classes with the largest remainders (ties: the class seen first), so the sample has
-    exactly ``rows`` rows; a class too rare for one row is left out, as proportional
-    allocation does. Rows keep their file order. A table of ``rows`` rows or fewer is
-    returned whole.
+    exactly ``rows`` rows; a class that earns no row this way (a floor of 0 and a
+    remainder outside the largest) is left out. Rows keep their file order. A table of
+    ``rows`` rows or fewer is returned whole.
     """
     if len(frame) <= rows:
         return frame.reset_index(drop=True)
