@@ -13,6 +13,7 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
+from flwr_vflgan.data._files import by_position, read_delimited
 from flwr_vflgan.data.schema import ColumnKind, ColumnSpec, Schema
 
 ADULT_COLUMNS = (
@@ -76,7 +77,8 @@ class BuiltinDataset:
     # Reads the published file (a path) into the frame of ``columns``, with its paper's
     # preprocessing; None: a delimited file read by :meth:`read` itself.
     reader: Callable[[str, str], pd.DataFrame] | None = None
-    paper: str = ""  # which seed paper uses it, and where
+    paper: str = ""  # which seed paper uses it, and where: "paper 000, Section 5.1.1"
+    preprocessing: str = ""  # what its paper does to the published file, in short
 
     def schema(self) -> Schema:
         """The dataset's declared schema."""
@@ -101,28 +103,22 @@ class BuiltinDataset:
                 raise AssertionError(f"the {self.name} reader returned {list(frame.columns)}")
             return self._checked(frame, where)
         has_header = self.bundled_file is not None or self.header
-        try:
-            frame = pd.read_csv(
-                source,
-                sep=self.sep,
-                header=0 if has_header else None,
-                na_values=["?"],
-                keep_default_na=False,
-                compression="gzip" if where.endswith(".gz") else None,
-            )
-        except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-            raise ValueError(f"cannot parse the {self.name} file {where}: {exc}") from exc
-        if frame.shape[1] != len(self.columns):
+        frame = read_delimited(
+            source,
+            where,
+            self.name,
+            sep=self.sep,
+            header=0 if has_header else None,
+            na_values=["?"],
+            keep_default_na=False,
+        )
+        names = tuple(frame.columns)
+        if has_header and len(names) == len(self.columns) and names != self.columns:
             raise ValueError(
-                f"the {self.name} file {where} has {frame.shape[1]} columns, "
-                f"expected {len(self.columns)}"
-            )
-        if has_header and tuple(frame.columns) != self.columns:
-            raise ValueError(
-                f"the {self.name} file {where} has header {list(frame.columns)}, "
+                f"the {self.name} file {where} has header {list(names)}, "
                 f"expected {list(self.columns)}"
             )
-        frame.columns = list(self.columns)
+        frame = by_position(frame, self.columns, self.name, where)
         return self._checked(frame, where)
 
     def _checked(self, frame: pd.DataFrame, where: str) -> pd.DataFrame:

@@ -11,18 +11,16 @@ how rows are sampled).
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import re
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, cast
 
 import numpy as np
 import pandas as pd
 
 from flwr_vflgan.data._builtin import MNIST_COLUMNS, MNIST_PIXELS, BuiltinDataset
+from flwr_vflgan.data._files import by_position, open_file, read_delimited
 
 # Every sample and resample below is drawn with this seed, so a dataset name always
 # means the same rows.
@@ -37,37 +35,9 @@ THESIS_ROWS = 100_000 + 1_000
 TWITTER_BINS = 5
 
 
-def _open(path: str) -> IO[bytes]:
-    """The file, decompressed when its name ends in .gz or .bz2 (the caller closes it)."""
-    if path.endswith(".gz"):
-        return cast(IO[bytes], gzip.open(path, "rb"))
-    if path.endswith(".bz2"):
-        return bz2.open(path, "rb")
-    return open(path, "rb")
-
-
 def _key(name: object) -> str:
     """A column name compared loosely: case, spaces and punctuation ignored."""
     return re.sub(r"[^0-9a-z]", "", str(name).lower())
-
-
-def _read_delimited(path: str, where: str, name: str, **options: object) -> pd.DataFrame:
-    try:
-        with _open(path) as handle:
-            return pd.read_csv(handle, **options)
-    except (ValueError, OSError, EOFError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise ValueError(f"cannot parse the {name} file {where}: {exc}") from exc
-
-
-def _by_position(
-    frame: pd.DataFrame, columns: Sequence[str], name: str, where: str
-) -> pd.DataFrame:
-    if frame.shape[1] != len(columns):
-        raise ValueError(
-            f"the {name} file {where} has {frame.shape[1]} columns, expected {len(columns)}"
-        )
-    frame.columns = list(columns)
-    return frame
 
 
 def _by_header(
@@ -163,7 +133,7 @@ def _delimited_dataset(
     na_values: Sequence[str] = ("?",),
 ) -> Callable[[str, str, str], pd.DataFrame]:
     def read(path: str, where: str, name: str) -> pd.DataFrame:
-        frame = _read_delimited(
+        frame = read_delimited(
             path,
             where,
             name,
@@ -176,7 +146,7 @@ def _delimited_dataset(
         if header and by_name:
             frame = _by_header(frame, columns, name, where, optional)
         else:
-            frame = _by_position(frame, columns, name, where)
+            frame = by_position(frame, columns, name, where)
         frame = frame.copy()
         _whole_numbers(frame, integer, name, where)
         return prepare(frame) if prepare is not None else frame
@@ -214,7 +184,8 @@ def _wine(colour: str, rows: int) -> BuiltinDataset:
         continuous=WINE_FEATURES,
         label="quality",
         file_names=(f"winequality-{colour}.csv",),
-        paper=f"paper 000, Section 5.1.1 (Wine Quality, {colour}: {rows:,} rows)",
+        paper="paper 000, Section 5.1.1",
+        preprocessing=f"Wine Quality, {colour}: {rows:,} rows",
         source=(
             "Wine Quality, CC BY 4.0, Cortez et al. (2009), UCI ML Repository, "
             "https://archive.ics.uci.edu/dataset/186/wine+quality (doi:10.24432/C56S3T); "
@@ -252,7 +223,8 @@ HCV = _dataset(
     continuous=(),
     label="Baselinehistological staging",
     file_names=("HCV-Egy-Data.csv",),
-    paper="paper 000, Section 5.1.1 (HCV, 1,385 rows)",
+    paper="paper 000, Section 5.1.1",
+    preprocessing="HCV, 1,385 rows",
     source=(
         "Hepatitis C Virus (HCV) for Egyptian patients, CC BY 4.0, Kamal & Nasr (2019), "
         "UCI ML Repository, https://archive.ics.uci.edu/dataset/503 (doi:10.24432/C5989V); "
@@ -266,7 +238,7 @@ HCV = _dataset(
 
 def _idx(path: str, where: str, magic: int, dims: int) -> np.ndarray:
     try:
-        with _open(path) as handle:
+        with open_file(path) as handle:
             data = handle.read()
     except (OSError, EOFError) as exc:
         raise ValueError(f"cannot read the MNIST file {where}: {exc}") from exc
@@ -309,7 +281,8 @@ MNIST = _dataset(
     label="label",
     integer_range=(0, 255),
     file_names=("train-images-idx3-ubyte.gz", "train-images-idx3-ubyte"),
-    paper="paper 000, Section 5.1.1 (MNIST: the 60,000 training images)",
+    paper="paper 000, Section 5.1.1",
+    preprocessing="MNIST: the 60,000 training images",
     source=(
         "MNIST, CC BY-SA 3.0, LeCun, Cortes & Burges, https://yann.lecun.com/exdb/mnist/; "
         "train-images-idx3-ubyte.gz with train-labels-idx1-ubyte.gz beside it"
@@ -348,7 +321,8 @@ COVERTYPE = _dataset(
     continuous=(),
     label="Cover_Type",
     file_names=("covtype.data.gz", "covtype.data"),
-    paper="paper 001, Section 4.1 (Covertype: a 50K sample stratified on Cover_Type)",
+    paper="paper 001, Section 4.1",
+    preprocessing="Covertype: a 50K sample stratified on Cover_Type",
     source=(
         "Covertype, CC BY 4.0, Blackard (1998), UCI ML Repository, "
         "https://archive.ics.uci.edu/dataset/31/covertype (doi:10.24432/C50K5N); "
@@ -395,7 +369,8 @@ INTRUSION = _dataset(
     continuous=INTRUSION_CONTINUOUS,
     label="Class",
     file_names=("kddcup.data_10_percent.gz", "kddcup.data.gz", "kddcup.data_10_percent"),
-    paper="paper 001, Section 4.1 (Intrusion, KDD Cup 1999: a 50K sample stratified on Class)",
+    paper="paper 001, Section 4.1",
+    preprocessing="Intrusion, KDD Cup 1999: a 50K sample stratified on Class",
     source=(
         "KDD Cup 1999 Data, CC BY 4.0, Stolfo et al. (1999), UCI ML Repository, "
         "https://archive.ics.uci.edu/dataset/130/kdd+cup+1999+data (doi:10.24432/C51C7N); "
@@ -416,7 +391,8 @@ CREDIT_FRAUD = _dataset(
     continuous=CREDIT_FEATURES,
     label="Class",
     file_names=("creditcard.csv.gz", "creditcard.csv"),
-    paper="paper 001, Section 4.1 (Credit: a 50K sample stratified on Class)",
+    paper="paper 001, Section 4.1",
+    preprocessing="Credit: a 50K sample stratified on Class",
     source=(
         "Credit Card Fraud Detection, ODbL, Machine Learning Group ULB (2018), Kaggle, "
         "https://www.kaggle.com/datasets/mlg-ulb/creditcardfraud; use creditcard.csv "
@@ -440,7 +416,8 @@ LOAN = _dataset(
     continuous=("CCAvg",),
     label="PersonalLoan",
     file_names=("Bank_Personal_Loan_Modelling.csv", "Loan.csv"),
-    paper="paper 001, Section 4.1 (Loan, 5,000 rows, not sampled)",
+    paper="paper 001, Section 4.1",
+    preprocessing="Loan, 5,000 rows, not sampled",
     source=(
         "Bank Personal Loan Modelling (Thera Bank), Kaggle, "
         "https://www.kaggle.com/datasets/itsmesunil/bank-loan-modelling; use "
@@ -478,9 +455,10 @@ CENSUS = _dataset(
     continuous=(),
     label="dYrsserv",
     file_names=("USCensus1990.data.txt", "USCensus1990.data.txt.gz"),
-    paper=(
-        "paper 004, Section 5.1 (Census: 68 coded attributes, active-duty service in "
-        "three classes; 101,000 rows drawn without replacement)"
+    paper="paper 004, Section 5.1",
+    preprocessing=(
+        "Census: 68 coded attributes, active-duty service in three classes; 101,000 rows "
+        "drawn without replacement"
     ),
     source=(
         "US Census Data (1990), Meek, Thiesson & Heckerman, UCI ML Repository, "
@@ -509,9 +487,9 @@ TWITTER = _dataset(
     continuous=(),
     label="active_discussions",
     file_names=("Twitter.data", "Twitter.data.gz"),
-    paper=(
-        "paper 004, Section 5.1 (Twitter buzz: 78 numeric attributes discretised, "
-        "101,000 rows drawn without replacement)"
+    paper="paper 004, Section 5.1",
+    preprocessing=(
+        "Twitter buzz: 78 numeric attributes discretised, 101,000 rows drawn without replacement"
     ),
     source=(
         "Buzz in social media, Kawala et al. (2013), UCI ML Repository, "
@@ -528,7 +506,7 @@ def _libsvm(path: str, where: str, features: int) -> tuple[np.ndarray, np.ndarra
     """A LIBSVM file's rows (``label index:value ...``, indices from 1) as a dense array."""
     rows, labels, number = [], [], 0
     try:
-        with _open(path) as handle:
+        with open_file(path) as handle:
             for number, line in enumerate(handle, start=1):  # noqa: B007 (named in errors)
                 words = line.split()
                 if not words:
@@ -570,9 +548,10 @@ VEHICLE = _dataset(
     continuous=(),
     label="vehicle",
     file_names=("combined.bz2", "combined"),
-    paper=(
-        "paper 004, Section 5.1 (Vehicle: 101 binary attributes, two classes; 101,000 rows "
-        "drawn with replacement from 98,528)"
+    paper="paper 004, Section 5.1",
+    preprocessing=(
+        "Vehicle: 101 binary attributes, two classes; 101,000 rows drawn with replacement "
+        "from 98,528"
     ),
     source=(
         "SensIT Vehicle (combined), Duarte & Hu (2004), LIBSVM data sets, "
@@ -601,10 +580,10 @@ def _criteo_number(value: str) -> str:
 
 
 def _read_criteo(path: str, where: str, name: str) -> pd.DataFrame:
-    frame = _read_delimited(
+    frame = read_delimited(
         path, where, name, sep="\t", header=None, dtype=str, keep_default_na=False
     )
-    frame = _by_position(frame, ("click", *CRITEO_INTEGER, *CRITEO_CATEGORICAL), name, where)
+    frame = by_position(frame, ("click", *CRITEO_INTEGER, *CRITEO_CATEGORICAL), name, where)
     try:
         for column in CRITEO_INTEGER:
             frame[column] = frame[column].map(_criteo_number)
@@ -631,10 +610,8 @@ CRITEO = _dataset(
     continuous=(),
     label="click",
     file_names=("dac_sample.txt", "dac_sample.txt.gz", "train.txt"),
-    paper=(
-        "paper 002, Appendix E.1 (Criteo: 39 fields as categories, rare values shared, "
-        "counts as floor(ln(v)^2))"
-    ),
+    paper="paper 002, Appendix E.1",
+    preprocessing=("Criteo: 39 fields as categories, rare values shared, counts as floor(ln(v)^2)"),
     source=(
         "Criteo Display Advertising Challenge, Criteo Labs (2014), "
         "https://www.kaggle.com/c/criteo-display-ad-challenge; use dac_sample.txt (the "
@@ -676,9 +653,10 @@ IMDB = _dataset(
     label="sentiment",
     integer_range=(0, 1),
     file_names=("imdb.npz",),
-    paper=(
-        "paper 002, Appendix E.1 (IMDB: whether each of the 500 most frequent words "
-        "occurs; the 25,000 training reviews, then the 25,000 test reviews)"
+    paper="paper 002, Appendix E.1",
+    preprocessing=(
+        "IMDB: whether each of the 500 most frequent words occurs; the 25,000 training "
+        "reviews, then the 25,000 test reviews"
     ),
     source=(
         "Large Movie Review Dataset, Maas et al. (2011), as Keras distributes it: "
@@ -698,7 +676,7 @@ def _read_isic(path: str, where: str, name: str) -> pd.DataFrame:
         raise ValueError(
             "the isic loader reads JPEG images with Pillow: pip install pillow"
         ) from exc
-    table = _read_delimited(path, where, name, sep=",", header=0)
+    table = read_delimited(path, where, name, sep=",", header=0)
     if not {"image_name", "target"} <= set(table.columns):
         raise ValueError(f"the {name} file {where} needs columns image_name and target")
     folder = next(
@@ -735,7 +713,8 @@ ISIC = _dataset(
     label="target",
     integer_range=(0, 255),
     file_names=("train.csv",),
-    paper="paper 002, Appendix E.1 (ISIC: melanoma or not, 64 x 64 grayscale)",
+    paper="paper 002, Appendix E.1",
+    preprocessing="ISIC: melanoma or not, 64 x 64 grayscale",
     source=(
         "SIIM-ISIC Melanoma Classification (2020), ISIC Archive, CC BY-NC 4.0, "
         "https://challenge2020.isic-archive.com/; use train.csv with the jpeg/train/ "

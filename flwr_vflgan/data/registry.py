@@ -190,8 +190,8 @@ def _data_dir(data_dir: str | os.PathLike[str] | None) -> tuple[Path, str]:
 
 
 def _used_by(spec: BuiltinDataset) -> str:
-    """`` (paper 000, Section 5.1.1)``: the paper's section, without its details."""
-    return f" ({spec.paper.split(' (')[0]})" if spec.paper else ""
+    """`` (paper 000, Section 5.1.1)``: where a seed paper uses the dataset."""
+    return f" ({spec.paper})" if spec.paper else ""
 
 
 def _find_file(spec: BuiltinDataset, data_dir: str | os.PathLike[str] | None) -> Path:
