@@ -9,9 +9,12 @@ paper 000's membership audits.
     python -m simulations.audit audit.scheme=asif train.epochs=100      # ... and ASIF
     python -m simulations.audit audit.scheme=baselines audit.train_rows=100 \
         dataset=california_housing train.batch_size=16                  # Table 3's attacks
+    python -m simulations.audit audit.scheme=thesis_mia algorithm=vdgan \
+        audit.train_rows=5000                                           # paper 004's attack
 
 Schemes ``assd`` and ``asif`` are :mod:`~flwr_vflgan.simulations.shadow_audit`'s,
-``baselines`` is :mod:`~flwr_vflgan.simulations.baseline_audit`'s; the rest of this
+``baselines`` is :mod:`~flwr_vflgan.simulations.baseline_audit`'s, ``thesis_mia``
+:mod:`~flwr_vflgan.simulations.thesis_audit`'s; the rest of this
 module is the one-run audit.
 
 Scheme ``one_run`` (Steinke, Nasr and Jagielski 2023; :mod:`flwr_vflgan.privacy.audit`):
@@ -32,7 +35,6 @@ same configuration and only scores it again.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable
@@ -66,7 +68,7 @@ from flwr_vflgan.simulations.audit_config import (
 from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import RunSpec, to_run_spec
 from flwr_vflgan.simulations.families import run_experiment
-from flwr_vflgan.simulations.outputs import json_default, run_directory_lock
+from flwr_vflgan.simulations.outputs import run_directory_lock, write_json
 from flwr_vflgan.simulations.reproduce_vflgan import finished_metrics
 
 log = logging.getLogger(__name__)
@@ -123,10 +125,7 @@ def run_audit(spec: RunSpec, audit: AuditConfig, audit_dir: Path) -> dict[str, A
             "audits": results,
             "fd": metrics.get("fd"),
         }
-        write_atomically(
-            audit_dir / "audit.json",
-            lambda p: p.write_text(json.dumps(summary, indent=2, default=json_default)),
-        )
+        write_json(audit_dir / "audit.json", summary)
         write_atomically(audit_dir / "audit.md", lambda p: p.write_text(audit_markdown(summary)))
     return summary
 
@@ -269,7 +268,7 @@ def summary_line(summary: dict[str, Any]) -> str:
 @hydra.main(config_path="pkg://flwr_vflgan.conf", config_name="audit", version_base=None)
 def main(cfg: DictConfig) -> float:
     """Hydra entry point; returns the highest audited lower bound on epsilon (one-run) or
-    the highest attack AUC (ASSD, ASIF, baselines)."""
+    the highest attack AUC (ASSD, ASIF, baselines) or mean accuracy (thesis_mia)."""
     audit_dir = Path(HydraConfig.get().runtime.output_dir)
     audit = audit_config(cfg)
     spec = to_run_spec(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "audit"]), audit_dir)
@@ -280,6 +279,12 @@ def main(cfg: DictConfig) -> float:
         written = audit_dir / "baselines.md"
         print(f"{baselines_summary_line(attacked)}; wrote {written}", flush=True)
         return max(float(r["auc"]) for r in attacked["attacks"].values())
+    if audit.scheme == "thesis_mia":
+        from flwr_vflgan.simulations.thesis_audit import run_thesis_mia, thesis_mia_summary_line
+
+        found = run_thesis_mia(spec, audit, audit_dir, lambda line: print(line, flush=True))
+        print(f"{thesis_mia_summary_line(found)}; wrote {audit_dir / 'thesis_mia.md'}", flush=True)
+        return max(float(r["accuracy_mean"]) for r in found["results"])
     if audit.scheme in ("assd", "asif"):
         from flwr_vflgan.simulations.shadow_audit import run_shadow_audit, shadow_summary_line
 

@@ -23,10 +23,11 @@ from flwr_vflgan.runtime.checkpoint import latest_checkpoint
 from flwr_vflgan.runtime.party_data import load_full_table
 from flwr_vflgan.simulations.config import RunSpec, register_configs
 
-SCHEMES = ("one_run", "assd", "asif", "baselines")
+SCHEMES = ("one_run", "assd", "asif", "baselines", "thesis_mia")
 """The audits: Steinke et al.'s one-run bound; paper 000's shadow-model game on the
 published tables (ASSD) and on the parties' intermediate features (ASIF); the
-membership attacks of paper 000's Table 3 on every training record (baselines)."""
+membership attacks of paper 000's Table 3 on every training record (baselines); paper
+004's attack on targets with a chosen share of outliers (thesis_mia)."""
 SPLIT_DISCRIMINATORS = (Variant.VFLGAN, Variant.VFLGAN_BASE)
 """The algorithms with split discriminators: the one-run ``critic`` score and ASIF read
 their first parts' features."""
@@ -49,6 +50,9 @@ class AuditConfig:
         ``ray_address``. ``baselines``: paper 000's Table 3 attacks on one run trained on
         ``train_rows`` rows, judged against as many unseen rows, with ``reference_rows``
         rows for the attacker (:mod:`~flwr_vflgan.simulations.baseline_audit`).
+        ``thesis_mia``: paper 004's Monte-Carlo Hamming attack (Figure 5.7) on one run
+        trained on ``train_rows`` rows, ``repetitions`` draws of ``targets`` targets per
+        share of ``outlier_shares`` (:mod:`~flwr_vflgan.simulations.thesis_audit`).
     scores
         The membership scores audited, each giving its own bound (``null``: every score
         the algorithm has). ``table`` (black-box, any algorithm): the log-ratio of a
@@ -84,6 +88,7 @@ class AuditConfig:
         ``naive``, ``correlation``, ``histogram``.
     repetitions
         ASSD: fresh splits of the shadow tables into the forest's training and test sets.
+        thesis_mia: fresh draws of the targets per share.
     train_fraction
         ASSD: share of each world's tables the forest trains on (paper 000: 0.7).
     executor
@@ -100,9 +105,19 @@ class AuditConfig:
     attacks
         Baselines: the attacks run (``logan_0``, ``logan_d1``, ``mc``, ``gan_leaks_0``,
         ``gan_leaks_cal``, ``domias``); ``null``: all.
+    targets
+        thesis_mia: ``m``, the training targets and as many unseen ones (paper 004: 100).
+    outlier_shares
+        thesis_mia: the shares of outliers among the training targets, each its own
+        result (paper 004: 0, 0.5 and 1).
+    unseen_outliers
+        thesis_mia: the unseen targets hold the same share of outliers as the training
+        targets (outliers by the training table's quartiles). ``false`` (the thesis):
+        they are drawn uniformly, so the attack then also tells outliers from ordinary
+        rows.
     """
 
-    scheme: Literal["one_run", "assd", "asif", "baselines"] = "one_run"
+    scheme: Literal["one_run", "assd", "asif", "baselines", "thesis_mia"] = "one_run"
     scores: tuple[Literal["table", "critic"], ...] | None = None
     canaries: int = 1000
     train_rows: int | None = 500
@@ -120,6 +135,9 @@ class AuditConfig:
     ray_address: str | None = None
     reference_rows: int = 10000
     attacks: tuple[str, ...] | None = None
+    targets: int = 100
+    outlier_shares: tuple[float, ...] = (0.0, 0.5, 1.0)
+    unseen_outliers: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "guesses", tuple(self.guesses))
@@ -128,6 +146,7 @@ class AuditConfig:
             raise ValueError(f"unknown audit.scheme {self.scheme!r}; valid: {list(SCHEMES)}")
         self._check_shadow_game()
         self._check_baselines()
+        self._check_thesis_mia()
         if self.scores is not None:
             object.__setattr__(self, "scores", tuple(self.scores))
             unknown = [v for v in self.scores if v not in SCORES]
@@ -171,6 +190,26 @@ class AuditConfig:
             raise ValueError(
                 "audit.scheme=baselines trains on audit.train_rows rows and judges as many "
                 "unseen ones: give audit.train_rows=<n> (paper 000: 100 or 200)"
+            )
+
+    def _check_thesis_mia(self) -> None:
+        object.__setattr__(self, "outlier_shares", tuple(self.outlier_shares))
+        if not is_int(self.targets) or self.targets < 1:
+            raise ValueError(f"audit.targets must be an integer >= 1, got {self.targets!r}")
+        if not self.outlier_shares or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+            for v in self.outlier_shares
+        ):
+            raise ValueError(
+                f"audit.outlier_shares must list shares in [0, 1], got {list(self.outlier_shares)}"
+            )
+        if self.scheme == "thesis_mia" and (
+            self.train_rows is None or self.train_rows < self.targets
+        ):
+            raise ValueError(
+                f"audit.scheme=thesis_mia draws audit.targets={self.targets} targets from "
+                f"audit.train_rows training rows and keeps the rest unseen: give "
+                f"audit.train_rows=<n> of at least {self.targets}"
             )
 
     def _check_shadow_game(self) -> None:

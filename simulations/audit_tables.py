@@ -16,7 +16,6 @@ beside ASSD on Record 2. ``tables.md`` and ``tables.json`` hold the result.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -33,7 +32,7 @@ from flwr_vflgan.simulations.audit_config import AuditConfig, audit_config
 from flwr_vflgan.simulations.baseline_audit import NAMES, PAPER_HOUSING, run_baselines
 from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import RunSpec, to_run_spec
-from flwr_vflgan.simulations.outputs import json_default
+from flwr_vflgan.simulations.outputs import write_json
 from flwr_vflgan.simulations.shadow_audit import run_shadow_audit
 
 PAPER_TABLE_2 = {
@@ -202,12 +201,7 @@ def main(cfg: DictConfig) -> None:
     out = Path(tc.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_atomically(out / "tables.md", lambda p: p.write_text(text))
-    write_atomically(
-        out / "tables.json",
-        lambda p: p.write_text(
-            json.dumps({"adult": adult, "housing": housing}, indent=2, default=json_default)
-        ),
-    )
+    write_json(out / "tables.json", {"adult": adult, "housing": housing})
     print(text, flush=True)
     print(f"wrote {out / 'tables.md'} and tables.json", flush=True)
 

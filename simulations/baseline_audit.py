@@ -15,7 +15,6 @@ members and non-members from the published table. ``baselines.json`` and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from flwr_vflgan.simulations.audit_config import (
 )
 from flwr_vflgan.simulations.config import RunSpec
 from flwr_vflgan.simulations.families import run_experiment
-from flwr_vflgan.simulations.outputs import json_default, run_directory_lock
+from flwr_vflgan.simulations.outputs import run_directory_lock, write_json
 from flwr_vflgan.simulations.reproduce_vflgan import finished_metrics
 
 NAMES = {
@@ -114,10 +113,7 @@ def run_baselines(
             audit_dir / "baselines-roc.png",
             f"Table 3 attacks: {len(members)} members, {len(non_members)} non-members",
         )
-        write_atomically(
-            audit_dir / "baselines.json",
-            lambda p: p.write_text(json.dumps(summary, indent=2, default=json_default)),
-        )
+        write_json(audit_dir / "baselines.json", summary)
         write_atomically(
             audit_dir / "baselines.md", lambda p: p.write_text(baselines_markdown(summary))
         )

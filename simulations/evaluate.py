@@ -12,7 +12,6 @@ Writes ``metrics.json`` (under ``"evaluation"``, the same keys a training run wr
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from dataclasses import replace
@@ -24,7 +23,6 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data import Dataset, Schema, list_datasets, load_dataset, load_table
 from flwr_vflgan.data.partition import partition_columns
 from flwr_vflgan.data.registry import image_shape_of
@@ -32,7 +30,7 @@ from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import EvaluateSpec, register_configs, to_evaluate_spec
-from flwr_vflgan.simulations.outputs import json_default
+from flwr_vflgan.simulations.outputs import write_json
 from flwr_vflgan.simulations.reporting import print_evaluation
 
 log = logging.getLogger(__name__)
@@ -102,10 +100,7 @@ def evaluate_files(
         "holdout": spec.holdout,
         "evaluation": evaluation.to_dict(),
     }
-    write_atomically(
-        out / "metrics.json",
-        lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
-    )
+    write_json(out / "metrics.json", metrics)
     return metrics
 
 

@@ -3,6 +3,7 @@ values do not break."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from flwr_vflgan.atomic import write_atomically
 
 from .config import RunSpec
 
@@ -42,6 +45,14 @@ LOCK_NAME = ".run.lock"
 
 class RunDirectoryBusy(RuntimeError):
     """Another process holds the run directory (the message names it)."""
+
+
+def write_json(path: Path, value: Any) -> None:
+    """``value`` as indented JSON at ``path`` (numpy values and paths through
+    :func:`json_default`), written beside it and renamed into place."""
+    write_atomically(
+        path, lambda p: p.write_text(json.dumps(value, indent=2, default=json_default))
+    )
 
 
 @contextmanager

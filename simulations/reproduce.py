@@ -26,7 +26,6 @@ overrides. ``ctgan`` and ``vtgan`` make paper 001's table instead (per client co
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -57,7 +56,7 @@ from flwr_vflgan.simulations.families import (
     family_of,
     table_rows,
 )
-from flwr_vflgan.simulations.outputs import json_default
+from flwr_vflgan.simulations.outputs import write_json
 
 log = logging.getLogger(__name__)
 register_configs()
@@ -172,10 +171,7 @@ def follow_parent(parent: int, poll: float = 0.5) -> None:
 
 def _write_table(out: Path, name: str, text: str, table: dict[str, Any]) -> None:
     write_atomically(out / f"{name}.md", lambda p: p.write_text(text))
-    write_atomically(
-        out / f"{name}.json",
-        lambda p: p.write_text(json.dumps(table, indent=2, default=json_default)),
-    )
+    write_json(out / f"{name}.json", table)
     print(text, flush=True)
     print(f"wrote {out / name}.md and {name}.json", flush=True)
 

@@ -19,11 +19,10 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.config import Variant
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
-from flwr_vflgan.simulations.outputs import json_default
+from flwr_vflgan.simulations.outputs import write_json
 from flwr_vflgan.simulations.pipeline import effective_evaluation, evaluate_run, run_gan
 from flwr_vflgan.simulations.seed_summary import dataset_name
 from flwr_vflgan.simulations.seed_summary import mean_spread as _mean_spread
@@ -215,10 +214,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             metrics.get("history", []),
             metrics.get("privacy"),
         )
-        write_atomically(
-            spec.run_dir / "metrics.json",
-            lambda p: p.write_text(json.dumps(metrics, indent=2, default=json_default)),
-        )
+        write_json(spec.run_dir / "metrics.json", metrics)
     return metrics
 
 

@@ -55,7 +55,7 @@ from flwr_vflgan.simulations.audit_config import (
 )
 from flwr_vflgan.simulations.config import RunSpec
 from flwr_vflgan.simulations.families import run_experiment
-from flwr_vflgan.simulations.outputs import json_default, run_directory_lock
+from flwr_vflgan.simulations.outputs import run_directory_lock, write_json
 from flwr_vflgan.simulations.reproduce_vflgan import finished_metrics
 
 PAPER = {
@@ -214,10 +214,7 @@ def run_shadow_audit(
         summary = _summary(spec, audit, worlds, table, target)
         summary["attacks"] = {label: result.to_dict() for label, result in results.items()}
         name = audit.scheme
-        write_atomically(
-            audit_dir / f"{name}.json",
-            lambda p: p.write_text(json.dumps(summary, indent=2, default=json_default)),
-        )
+        write_json(audit_dir / f"{name}.json", summary)
         plot_roc(
             {label: (np.array(r.labels), np.array(r.scores)) for label, r in results.items()},
             audit_dir / f"{name}-roc.png",

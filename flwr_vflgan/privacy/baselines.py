@@ -92,6 +92,10 @@ def monte_carlo(records: np.ndarray, synthetic: np.ndarray) -> np.ndarray:
     return (distances < eps).mean(axis=1)
 
 
+HAMMING_CHUNK = 1 << 24
+"""Booleans compared at once by :func:`hamming_monte_carlo` (16 MiB)."""
+
+
 def hamming_monte_carlo(records: np.ndarray, synthetic: np.ndarray) -> np.ndarray:
     """Paper 004's membership attack (Section 5.2.2, eq. 5.3): for each record, the share
     of synthetic rows within Hamming distance ``t`` of it (``<= t``), ``t`` the median over
@@ -111,7 +115,18 @@ def hamming_monte_carlo(records: np.ndarray, synthetic: np.ndarray) -> np.ndarra
         )
     if len(records) == 0 or len(synthetic) == 0:
         raise ValueError("the attack needs at least one record and one synthetic row")
-    distances = (records[:, None, :] != synthetic[None, :, :]).sum(axis=2)
+    # Distances per chunk of synthetic rows: (records x chunk x attributes) booleans at
+    # most, so 10^5 synthetic rows (the thesis's n) fit beside 200 records.
+    chunk = max(1, HAMMING_CHUNK // max(1, records.size))
+    distances = np.concatenate(
+        [
+            (records[:, None, :] != synthetic[None, start : start + chunk, :]).sum(
+                axis=2, dtype=np.int32
+            )
+            for start in range(0, len(synthetic), chunk)
+        ],
+        axis=1,
+    )
     threshold = np.median(distances.min(axis=1))
     return (distances <= threshold).mean(axis=1)
 

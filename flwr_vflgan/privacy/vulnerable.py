@@ -26,19 +26,24 @@ VULNERABILITY: tuple[Vulnerability, ...] = ("distance", "outliers")
 Record 1) and Stadler et al.'s count of outlying attributes (Record 2)."""
 
 
-def outlier_counts(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
+def outlier_counts(
+    frame: pd.DataFrame, schema: Schema, quartiles_of: pd.DataFrame | None = None
+) -> np.ndarray:
     """How many of each row's numeric attributes are outliers (Appendix A.7, eqs. 30-31).
 
     With ``Q1`` and ``Q3`` a column's first and third quartiles and ``T = Q3 - Q1``, a
     value ``a`` is an outlier when ``Q1 - a > T`` or ``a - Q3 > T``. Categorical
-    attributes have no quartiles and never count; a missing value is no outlier.
+    attributes have no quartiles and never count; a missing value is no outlier. The
+    quartiles are ``frame``'s, or ``quartiles_of``'s when given.
     """
     counts = np.zeros(len(frame), dtype=np.int64)
+    fitted = frame if quartiles_of is None else quartiles_of
     for name in numeric_columns(schema):
         values = frame[name].to_numpy(dtype=np.float64)
-        if np.isnan(values).all():
+        reference = fitted[name].to_numpy(dtype=np.float64)
+        if np.isnan(reference).all():
             continue
-        q1, q3 = np.nanpercentile(values, [25, 75])
+        q1, q3 = np.nanpercentile(reference, [25, 75])
         spread = q3 - q1
         with np.errstate(invalid="ignore"):
             counts += ((q1 - values > spread) | (values - q3 > spread)).astype(np.int64)
