@@ -10,7 +10,7 @@ paper 000's membership audits.
     python -m simulations.audit audit.scheme=baselines audit.train_rows=100 \
         dataset=california_housing train.batch_size=16                  # Table 3's attacks
     python -m simulations.audit audit.scheme=thesis_mia algorithm=vdgan \
-        audit.train_rows=5000                                           # paper 004's attack
+        audit.train_rows=10000 train.epochs=30                          # paper 004's attack
 
 Schemes ``assd`` and ``asif`` are :mod:`~flwr_vflgan.simulations.shadow_audit`'s,
 ``baselines`` is :mod:`~flwr_vflgan.simulations.baseline_audit`'s, ``thesis_mia``

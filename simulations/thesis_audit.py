@@ -1,8 +1,11 @@
 """Paper 004's membership attack on the command line (Figure 5.7): ``python -m
 simulations.audit audit.scheme=thesis_mia``.
 
-    python -m simulations.audit audit.scheme=thesis_mia algorithm=vdgan \\
-        audit.train_rows=5000 audit.targets=100 output.publish_rows=100000
+    python -m simulations.audit audit.scheme=thesis_mia algorithm=vdgan train.epochs=30 \\
+        audit.train_rows=10000 audit.targets=100 audit.repetitions=10 \\
+        output.publish_rows=100000
+
+``train.epochs`` matters: ``conf/audit.yaml`` sets 600 for the one-run audit.
 
 With ``audit.seed`` the audit shuffles the dataset and trains on its first
 ``audit.train_rows`` rows (``train.parquet``), exactly as ``simulations.run`` would (in
