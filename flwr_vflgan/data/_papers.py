@@ -611,7 +611,7 @@ CRITEO = _dataset(
     label="click",
     file_names=("dac_sample.txt", "dac_sample.txt.gz", "train.txt"),
     paper="paper 002, Appendix E.1",
-    preprocessing=("Criteo: 39 fields as categories, rare values shared, counts as floor(ln(v)^2)"),
+    preprocessing="Criteo: 39 fields as categories, rare values shared, counts as floor(ln(v)^2)",
     source=(
         "Criteo Display Advertising Challenge, Criteo Labs (2014), "
         "https://www.kaggle.com/c/criteo-display-ad-challenge; use dac_sample.txt (the "
