@@ -68,8 +68,8 @@ def config_differences(saved: object, current: object, at: str = "") -> list[str
 
 # Settings sections that only one algorithm family reads: another family's checkpoint
 # resumes whatever they hold (a VFLGAN run must not be refused because latent diffusion's
-# defaults changed since it was written).
-_ONLY_READ_BY = {"latent": ("latent_diffusion",)}
+# or VT-GAN's defaults changed since it was written).
+_ONLY_READ_BY = {"latent": ("latent_diffusion",), "vtgan": ("vtgan", "ctgan")}
 
 
 def _read_settings(config: object) -> object:

@@ -91,6 +91,25 @@ def test_another_familys_settings_do_not_block_a_resume(tmp_path):
         )
 
 
+def test_vtgans_new_default_blocks_only_its_own_resumes(tmp_path):
+    """A VFLGAN checkpoint written before VT-GAN's mixed-type encoder was on by default
+    resumes; a VT-GAN or ctgan one is refused, since its encoding differs."""
+    from flwr_vflgan.runtime.checkpoint import refuse_other_config
+
+    vtgan_before = {"max_modes": 10}  # no point_mass_share key: saved before it existed
+    vtgan_now = {"max_modes": 10, "point_mass_share": 0.1}
+
+    def config(variant: str, vtgan: dict) -> str:
+        return json.dumps({"algorithm": {"variant": variant, "vtgan": vtgan}, "seed": 0})
+
+    refuse_other_config(tmp_path, config("vflgan", vtgan_before), config("vflgan", vtgan_now))
+    for variant in ("vtgan", "ctgan"):
+        with pytest.raises(
+            ValueError, match=r"algorithm\.vtgan\.point_mass_share: absent in the checkpoint"
+        ):
+            refuse_other_config(tmp_path, config(variant, vtgan_before), config(variant, vtgan_now))
+
+
 def test_missing_party_step_names_what_was_found(tmp_path):
     for step in (3, 5):
         save_party_checkpoint(tmp_path, step, _flat(step), [step, step], {}, CONFIG)
