@@ -125,7 +125,7 @@ class ThesisMIAResult:
 
     @property
     def std(self) -> float:
-        """Standard deviation over the repetitions (0 for one)."""
+        """Standard deviation over the repetitions (the population one, ``ddof=0``)."""
         return float(np.std(self.accuracies))
 
     def to_dict(self) -> dict[str, Any]:
