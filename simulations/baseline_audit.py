@@ -76,6 +76,22 @@ def split_rows(
     return chosen[0], chosen[1], chosen[2]
 
 
+def trained_on(
+    spec: RunSpec,
+    audit_dir: Path,
+    table: pd.DataFrame,
+    report: Callable[[str], None],
+    what: str,
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The metrics and published table of ``spec`` trained on ``table`` in
+    ``audit_dir/run``, reusing a run finished there under the same configuration;
+    ``report`` gets ``what`` and where it trains first."""
+    train = training_spec(spec, audit_dir, table)
+    report(f"{what}; training in {train.run_dir}")
+    metrics = finished_metrics(train) or run_experiment(train)
+    return metrics, pd.read_csv(train.run_dir / "synthetic.csv")
+
+
 def run_baselines(
     spec: RunSpec, audit: AuditConfig, audit_dir: Path, report: Callable[[str], None] = print
 ) -> dict[str, Any]:
@@ -89,13 +105,14 @@ def run_baselines(
         members, non_members, reference = split_rows(
             dataset.frame, audit.train_rows, audit.reference_rows, seed
         )
-        train = training_spec(spec, audit_dir, members)
-        report(
+        metrics, synthetic = trained_on(
+            spec,
+            audit_dir,
+            members,
+            report,
             f"baselines: {len(members)} members, {len(non_members)} non-members, "
-            f"{len(reference)} reference rows; training in {train.run_dir}"
+            f"{len(reference)} reference rows",
         )
-        metrics = finished_metrics(train) or run_experiment(train)
-        synthetic = pd.read_csv(train.run_dir / "synthetic.csv")
         attacks = audit.attacks or tuple(ATTACKS)
         scores = attack_scores(
             members, non_members, synthetic, reference, dataset.schema, seed, attacks

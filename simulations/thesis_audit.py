@@ -39,12 +39,10 @@ from flwr_vflgan.simulations.audit_config import (
     AuditConfig,
     audit_header,
     audit_seed,
-    training_spec,
 )
+from flwr_vflgan.simulations.baseline_audit import trained_on
 from flwr_vflgan.simulations.config import RunSpec
-from flwr_vflgan.simulations.families import run_experiment
 from flwr_vflgan.simulations.outputs import run_directory_lock, write_json
-from flwr_vflgan.simulations.reproduce_vflgan import finished_metrics
 
 
 def split_members(
@@ -81,13 +79,14 @@ def run_thesis_mia(
         seed = audit_seed(spec, audit)
         members, unseen = split_members(dataset.frame, audit.train_rows, audit.targets, seed)
         is_outlier = outlier_rows(members, dataset.schema)
-        train = training_spec(spec, audit_dir, members)
-        report(
+        metrics, synthetic = trained_on(
+            spec,
+            audit_dir,
+            members,
+            report,
             f"thesis_mia: {len(members)} training rows ({int(is_outlier.sum())} outliers), "
-            f"{len(unseen)} unseen; training in {train.run_dir}"
+            f"{len(unseen)} unseen",
         )
-        metrics = finished_metrics(train) or run_experiment(train)
-        synthetic = pd.read_csv(train.run_dir / "synthetic.csv")
         trained, never, published = attribute_codes(
             [members, unseen, synthetic], dataset.schema, synthetic
         )
