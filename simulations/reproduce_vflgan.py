@@ -20,6 +20,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import Variant
+from flwr_vflgan.runtime.checkpoint import read_settings
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
 from flwr_vflgan.simulations.outputs import write_json
@@ -168,7 +169,9 @@ def specs(
 
 def _identity(config: dict[str, Any]) -> dict[str, Any]:
     data = {k: v for k, v in config.get("data", {}).items() if k not in ("data_dir", "file")}
-    return {"algorithm": config.get("algorithm"), "data": data, "seed": config.get("seed")}
+    # A section only other families read (another family's defaults) does not count.
+    algorithm = read_settings(config.get("algorithm"))
+    return {"algorithm": algorithm, "data": data, "seed": config.get("seed")}
 
 
 def finished_metrics(spec: RunSpec) -> dict[str, Any] | None:

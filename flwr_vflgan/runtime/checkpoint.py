@@ -72,16 +72,16 @@ def config_differences(saved: object, current: object, at: str = "") -> list[str
 _ONLY_READ_BY = {"latent": ("latent_diffusion",), "vtgan": ("vtgan", "ctgan")}
 
 
-def _read_settings(config: object) -> object:
+def read_settings(config: object) -> object:
     """``config`` without the sections its algorithm never reads, at any depth: a mapping
     with a ``variant`` key is an algorithm configuration."""
     if isinstance(config, list):
-        return [_read_settings(item) for item in config]
+        return [read_settings(item) for item in config]
     if not isinstance(config, dict):
         return config
     variant = config.get("variant")
     return {
-        key: _read_settings(value)
+        key: read_settings(value)
         for key, value in config.items()
         if not (isinstance(variant, str) and variant not in _ONLY_READ_BY.get(key, (variant,)))
     }
@@ -96,7 +96,7 @@ def refuse_other_config(where: Path, saved_json: str, current_json: str) -> None
         Naming every key that differs (the first five) and what to do.
     """
     differences = config_differences(
-        _read_settings(json.loads(saved_json)), _read_settings(json.loads(current_json))
+        read_settings(json.loads(saved_json)), read_settings(json.loads(current_json))
     )
     if differences:
         shown = "; ".join(differences[:5])

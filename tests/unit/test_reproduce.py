@@ -98,6 +98,23 @@ def test_only_a_finished_run_of_the_same_configuration_is_reused(tmp_path: Path)
     assert finished_metrics(other) is None  # seed 1 is not the run that is there
 
 
+@pytest.mark.parametrize(("algorithm", "reused"), [("vflgan", True), ("vtgan", False)])
+def test_another_familys_new_default_does_not_discard_a_finished_run(
+    tmp_path: Path, algorithm: str, reused: bool
+) -> None:
+    """A run finished before VT-GAN's point-mass share was saved (no key) is still this
+    VFLGAN run; a VT-GAN run of then encoded otherwise and trains again."""
+    spec = _spec(tmp_path, algorithm, 0)
+    spec.run_dir.mkdir(parents=True)
+    saved = spec.algorithm.to_dict()
+    del saved["vtgan"]["point_mass_share"]
+    config = {"algorithm": saved, "data": json.loads(spec.data.to_json()), "seed": 0}
+    (spec.run_dir / "config.json").write_text(json.dumps(config))
+    (spec.run_dir / "synthetic.csv").write_text("a\n1\n")
+    (spec.run_dir / "metrics.json").write_text(json.dumps({"seed": 0}))
+    assert (finished_metrics(spec) is not None) is reused
+
+
 def test_dataset_names_and_bad_grids() -> None:
     assert dataset_name("adult") == "adult"
     assert dataset_name("/data/loans.csv.gz") == "loans"
