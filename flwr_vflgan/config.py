@@ -16,7 +16,7 @@ from typing import Any
 
 from flwr_vflgan.checked import build_checked
 from flwr_vflgan.gafm.config import GAFMSettings
-from flwr_vflgan.gan.config import ModelConfig, TrainConfig
+from flwr_vflgan.gan.config import GSWGANSettings, ModelConfig, TrainConfig
 from flwr_vflgan.latent.config import LatentSettings
 from flwr_vflgan.marginals.config import MarginalSettings
 from flwr_vflgan.privacy.config import DPConfig, Mechanism
@@ -36,6 +36,9 @@ class Variant(StrEnum):
     """Paper 000, Appendix A.5: the local second parts and their losses are removed."""
     WGAN_GP = "wgan_gp"
     """Centralized WGAN-GP on the concatenated table: the quality upper bound."""
+    GS_WGAN = "gs_wgan"
+    """GS-WGAN (Chen et al. 2020) on the centralized WGAN-GP's networks, paper 000's DP
+    baseline: discriminators on disjoint shards, sanitized gradients to the generator."""
     VERTIGAN = "vertigan"
     """VertiGAN (paper 000, Section 2.3): a generator backbone shared by summed gradients,
     a private head and a private WGAN-GP discriminator per party; no shared discriminator."""
@@ -89,6 +92,8 @@ class VFLGANConfig:
     """VFLGAN-TS's models, learning rates and loss weights (used by ``vflgan_ts`` only)."""
     latent: LatentSettings = field(default_factory=LatentSettings)
     """The autoencoders' and the diffusion model's settings (``latent_diffusion`` only)."""
+    gs_wgan: GSWGANSettings = field(default_factory=GSWGANSettings)
+    """GS-WGAN's discriminator count and drift penalty (``gs_wgan`` only)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.variant, Variant):
@@ -105,10 +110,13 @@ class VFLGANConfig:
             object.__setattr__(self, "series", SeriesSettings.from_dict(self.series))
         if isinstance(self.latent, dict):
             object.__setattr__(self, "latent", LatentSettings.from_dict(self.latent))
+        if isinstance(self.gs_wgan, dict):
+            object.__setattr__(self, "gs_wgan", GSWGANSettings.from_dict(self.gs_wgan))
         self._check_series()
         self._check_marginal()
         self._check_vdgan()
         self._check_latent()
+        self._check_gs_wgan()
         if self.variant is Variant.VERTIGAN and self.dp.mechanism is Mechanism.END_TO_END:
             raise ValueError(
                 "dp=end_to_end accounts VFLGAN's shared discriminator with the parties' "
@@ -135,7 +143,7 @@ class VFLGANConfig:
         if self.train.generator_average is not None and not self.is_vflgan_family:
             raise ValueError(
                 f"train.generator_average averages the VFLGAN family's generators "
-                f"(vflgan, vflgan_base, wgan_gp, vertigan); {self.variant.value} does not use it: "
+                f"(vflgan, vflgan_base, wgan_gp, gs_wgan, vertigan); {self.variant.value} does not use it: "
                 "remove it"
             )
 
@@ -169,6 +177,19 @@ class VFLGANConfig:
                 f"algorithm={self.variant.value} sets its own noise from dp.target_epsilon and "
                 "dp.delta and publishes one table: remove dp.noise_multiplier and "
                 "dp.select_by_fd"
+            )
+
+    def _check_gs_wgan(self) -> None:
+        gs = self.variant is Variant.GS_WGAN
+        if gs and self.dp.enabled and self.dp.mechanism is not Mechanism.GS_WGAN:
+            raise ValueError(
+                f"algorithm=gs_wgan is made private by its own gradient sanitization: use "
+                f"dp=gs_wgan (or dp=none), not dp={self.dp.mechanism.value}"
+            )
+        if not gs and self.dp.mechanism is Mechanism.GS_WGAN:
+            raise ValueError(
+                f"dp=gs_wgan sanitizes the gradients of GS-WGAN's shard discriminators "
+                f"(algorithm=gs_wgan); algorithm={self.variant.value} has none"
             )
 
     def _check_series(self) -> None:
@@ -251,11 +272,13 @@ class VFLGANConfig:
 
     @property
     def is_vflgan_family(self) -> bool:
-        """Whether this is VFLGAN, VFLGAN-base, the centralized WGAN-GP or VertiGAN."""
+        """Whether this is VFLGAN, VFLGAN-base, the centralized WGAN-GP, GS-WGAN or
+        VertiGAN."""
         return self.variant in (
             Variant.VFLGAN,
             Variant.VFLGAN_BASE,
             Variant.WGAN_GP,
+            Variant.GS_WGAN,
             Variant.VERTIGAN,
         )
 
@@ -291,6 +314,7 @@ class VFLGANConfig:
         out["marginals"] = self.marginals.to_dict()
         out["series"] = self.series.to_dict()
         out["latent"] = self.latent.to_dict()
+        out["gs_wgan"] = self.gs_wgan.to_dict()
         return out
 
     @classmethod
@@ -305,12 +329,13 @@ class VFLGANConfig:
         marginals = MarginalSettings.from_dict(dict(data.pop("marginals", {}) or {}))
         series = SeriesSettings.from_dict(dict(data.pop("series", {}) or {}))
         latent = LatentSettings.from_dict(dict(data.pop("latent", {}) or {}))
+        gs_wgan = GSWGANSettings.from_dict(dict(data.pop("gs_wgan", {}) or {}))
         variant = data.pop("variant", Variant.VFLGAN.value)
         if data:
             raise ValueError(
                 f"unknown VFLGAN config keys {sorted(data)}; valid: "
-                "['dp', 'gafm', 'latent', 'marginals', 'model', 'series', 'train', 'variant', "
-                "'vtgan']"
+                "['dp', 'gafm', 'gs_wgan', 'latent', 'marginals', 'model', 'series', 'train', "
+                "'variant', 'vtgan']"
             )
         return cls(
             variant=parse_variant(variant),
@@ -322,6 +347,7 @@ class VFLGANConfig:
             marginals=marginals,
             series=series,
             latent=latent,
+            gs_wgan=gs_wgan,
         )
 
 

@@ -19,6 +19,7 @@ from flwr_vflgan.data.domain import PublicDomain, required_domain, resolve_domai
 from flwr_vflgan.data.series import SERIES_DATASETS, is_series_source
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.gafm.config import GAFMSettings
+from flwr_vflgan.gan.config import GSWGANSettings
 from flwr_vflgan.latent.config import LatentSettings
 from flwr_vflgan.marginals.config import MarginalSettings
 from flwr_vflgan.privacy import DPConfig, Mechanism
@@ -244,6 +245,7 @@ def base_node() -> dict[str, Any]:
         "gafm": {**GAFMSettings().to_dict(), "steps_per_exchange": None},
         "marginals": MarginalSettings().to_dict(),
         "latent": plain(LatentSettings()),
+        "gs_wgan": GSWGANSettings().to_dict(),
         "series": {
             part: {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
             for part, values in SeriesSettings().to_dict().items()
@@ -529,17 +531,21 @@ def to_run_spec(cfg: DictConfig, run_dir: str | Path) -> RunSpec:
             f"algorithm={variant.value} has no differential privacy (paper 002 measures label "
             "leakage with leak AUC instead): remove the dp override"
         )
-    central = variant in (Variant.WGAN_GP, Variant.CTGAN) or algorithm.is_marginal
+    central = variant in (Variant.WGAN_GP, Variant.GS_WGAN, Variant.CTGAN) or algorithm.is_marginal
     if runtime.align_ids and central:
         raise ValueError(
             f"runtime.align_ids aligns the parties' rows in a federated run; "
             f"algorithm={variant.value} trains on one table in one process: remove it"
         )
     scaling = cfg.dataset.get("numeric_scaling", "standard")
-    if scaling in FITTED_ONLY and variant not in (*FEDERATED_GANS, Variant.WGAN_GP):
+    if scaling in FITTED_ONLY and variant not in (
+        *FEDERATED_GANS,
+        Variant.WGAN_GP,
+        Variant.GS_WGAN,
+    ):
         raise ValueError(
             f"dataset.numeric_scaling={scaling} is the VFLGAN family's option (vflgan, vflgan_base, "
-            f"vertigan, wgan_gp); algorithm={variant.value} encodes its own columns: remove it"
+            f"vertigan, wgan_gp, gs_wgan); algorithm={variant.value} encodes its own columns: remove it"
         )
     # One party holding every column is latent diffusion's centralized reference.
     least = 1 if algorithm.is_gafm or algorithm.is_latent else 2
@@ -594,6 +600,7 @@ def _algorithm(cfg: DictConfig, runtime: RuntimeConfig) -> VFLGANConfig:
         marginals=MarginalSettings(**_section(cfg, "marginals", MarginalSettings)),
         series=SeriesSettings.from_dict(_series_section(cfg)),
         latent=LatentSettings.from_dict(_section(cfg, "latent", LatentSettings)),
+        gs_wgan=GSWGANSettings.from_dict(_section(cfg, "gs_wgan", GSWGANSettings)),
     )
 
 

@@ -117,7 +117,7 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family(
         "vflgan",
-        (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP, Variant.VERTIGAN),
+        (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP, Variant.GS_WGAN, Variant.VERTIGAN),
         run="flwr_vflgan.simulations.pipeline:run_gan",
         bench="flwr_vflgan.simulations.bench_vflgan:measure",
         reproduce="flwr_vflgan.simulations.reproduce_vflgan",

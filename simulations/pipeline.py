@@ -28,10 +28,12 @@ from flwr_vflgan.data import Dataset, TabularEncoder
 from flwr_vflgan.data.registry import image_shape_of
 from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
+from flwr_vflgan.gan.gs_wgan import CentralizedGSWGAN, gs_wgan_plan
 from flwr_vflgan.gan.plain import CentralizedWGANGP
 from flwr_vflgan.gan.schedule import (
     Evaluations,
     Schedule,
+    StepKind,
     announce_length,
     budget_schedule,
     describe_length,
@@ -61,7 +63,7 @@ from .outputs import holding_run, json_default, published_outputs
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict[str, Any]], None]
-CENTRALIZED = (Variant.WGAN_GP, Variant.CTGAN, Variant.AIM, Variant.MST)
+CENTRALIZED = (Variant.WGAN_GP, Variant.GS_WGAN, Variant.CTGAN, Variant.AIM, Variant.MST)
 """The algorithms that train on the whole table in one process."""
 
 
@@ -115,7 +117,7 @@ def run_gan(
     observer: Callable | None = None,
 ) -> dict[str, Any]:
     """The VFLGAN and VT-GAN families' ``run``: train (federated, or centralized for
-    ``wgan_gp`` and ``ctgan``), publish, evaluate and write the run directory, which it
+    ``wgan_gp``, ``gs_wgan`` and ``ctgan``), publish, evaluate and write the run directory, which it
     holds throughout (:func:`~simulations.outputs.holding_run`); returns what
     ``metrics.json`` holds.
 
@@ -295,21 +297,20 @@ def train_federated(
 def train_centralized(
     spec: RunSpec, blocks: Sequence[PartyData], evaluator: Evaluator, progress: Progress | None
 ) -> VFLGANResult:
-    """The centralized WGAN-GP reference with the same schedule, evaluation and publication."""
+    """The centralized WGAN-GP reference (or GS-WGAN on its networks) with the same
+    schedule, evaluation and publication."""
     started = time.monotonic()
     data = torch.cat([b.encoded for b in blocks], dim=1)
     cfg, train = spec.algorithm, spec.algorithm.train
     schedule = Schedule.of(data.shape[0], train)
     announce_length(schedule, train)
     plan, schedule, budget_stop = _centralized_privacy(cfg, blocks, schedule)
-    model = CentralizedWGANGP(
-        cfg,
-        joint_spans([b.encoder.spans for b in blocks]),
-        data,
-        n_parties=len(blocks),
-        seed=spec.seed,
-        privacy=plan,
-    )
+    spans = joint_spans([b.encoder.spans for b in blocks])
+    model: CentralizedWGANGP
+    if cfg.variant is Variant.GS_WGAN:
+        model = CentralizedGSWGAN(cfg, spans, data, len(blocks), spec.seed, cfg.gs_wgan, plan)
+    else:
+        model = CentralizedWGANGP(cfg, spans, data, len(blocks), spec.seed, privacy=plan)
     widths = np.cumsum([b.encoder.output_dim for b in blocks])[:-1]
     evaluations, best = Evaluations(), None
     for step in range(schedule.total_steps):
@@ -336,7 +337,7 @@ def train_centralized(
     ]
     table = pd.concat(parts, axis=1)
     order = numpy_generator(spec.seed, Stream.PUBLISH).permutation(len(table))
-    d_steps = schedule.d_steps_before(schedule.total_steps)
+    accounted = schedule.steps_before(schedule.total_steps, _accounted_kind(cfg))
     return VFLGANResult(
         synthetic=table.iloc[order].reset_index(drop=True),
         history=evaluations.history,
@@ -346,7 +347,7 @@ def train_centralized(
         exchanges=0,
         wall_seconds=time.monotonic() - started,
         n_rows=int(data.shape[0]),
-        privacy=[plan.summary("centralized", d_steps)] if plan else [],
+        privacy=[plan.summary("centralized", accounted)] if plan else [],
         budget_stop=budget_stop,
         published="best_fd" if use_best else "last",
     )
@@ -364,14 +365,25 @@ def _centralized_privacy(
             "dp=end_to_end needs encoders built from public metadata (dataset.domain), "
             "but they were fitted on the rows"
         )
-    plan = plan_privacy(
-        cfg.dp,
-        dataset_size=schedule.n_rows,
-        batch_size=schedule.batch_size,
-        planned_steps=schedule.d_steps_before(schedule.total_steps),
-    )
-    cut, budget_stop = budget_schedule(schedule, {0: plan.allowed_steps})
+    kind = _accounted_kind(cfg)
+    planned = schedule.steps_before(schedule.total_steps, kind)
+    if cfg.variant is Variant.GS_WGAN:
+        plan = gs_wgan_plan(cfg, cfg.gs_wgan, schedule.n_rows, planned)
+    else:
+        plan = plan_privacy(
+            cfg.dp,
+            dataset_size=schedule.n_rows,
+            batch_size=schedule.batch_size,
+            planned_steps=planned,
+        )
+    cut, budget_stop = budget_schedule(schedule, {0: plan.allowed_steps}, kind)
     return plan, cut, budget_stop
+
+
+def _accounted_kind(cfg: VFLGANConfig) -> StepKind:
+    """The steps a centralized run's epsilon counts: GS-WGAN's generator steps (only
+    they release sanitized gradients), the critic's steps otherwise."""
+    return StepKind.GENERATOR if cfg.variant is Variant.GS_WGAN else StepKind.DISCRIMINATOR
 
 
 def train_ctgan(spec: RunSpec, real: Dataset, progress: Progress | None) -> VFLGANResult:

@@ -20,6 +20,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.config import Variant
+from flwr_vflgan.privacy import Mechanism
 from flwr_vflgan.runtime.checkpoint import read_settings
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
@@ -104,6 +105,7 @@ PAPER_TABLE1_DP: dict[str, dict[str, dict[str, Any]]] = {
 PAPER_DP_EPSILON = 10.0
 NAMES = {
     "wgan_gp": "WGAN-GP",
+    "gs_wgan": "GS-WGAN",
     "vertigan": "VertiGAN",
     "vdgan": "VDGAN",
     "vflgan_base": "VFLGAN-base",
@@ -125,7 +127,9 @@ def method_key(algorithm: str, epsilon: float | None, mechanism: str = "vflgan_g
 
 
 def mechanism_of(algorithm: str, rc: ReproduceConfig) -> str:
-    """The mechanism of ``algorithm``'s DP rows."""
+    """The mechanism of ``algorithm``'s DP rows (GS-WGAN's is its own sanitization)."""
+    if algorithm == Variant.GS_WGAN.value:
+        return Mechanism.GS_WGAN.value
     return "end_to_end" if algorithm in MARGINAL else rc.dp_mechanism
 
 

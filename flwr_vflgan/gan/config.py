@@ -15,10 +15,11 @@ temperature 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
-from flwr_vflgan.checked import is_int
+from flwr_vflgan.checked import build_checked, is_int
 from flwr_vflgan.privacy.config import DPConfig
 
 
@@ -229,3 +230,59 @@ class TrainConfig:
         _check_positive("shared_g_weight", self.shared_g_weight)
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+
+
+@dataclass(frozen=True)
+class GSWGANSettings:
+    """GS-WGAN's own settings (``gs_wgan.*``; read by ``algorithm=gs_wgan`` only).
+
+    Parameters
+    ----------
+    discriminators
+        ``K``: the training rows are split into ``K`` disjoint shards of (nearly) equal
+        size, one discriminator each; every generator step reads one of them, drawn
+        uniformly, so a row's shard is read with probability ``1 / K``. The authors use
+        1000 on MNIST's 60,000 images (60 per shard); the default here, 100, keeps the
+        critics of a run within about 300 MiB on Adult (each critic and its Adam state
+        stays in memory).
+    drift_weight
+        Weight of the authors' drift penalty ``E[D(x)^2]`` on real rows in each
+        discriminator's loss (``L_epsilon`` = 0.001 in their code); 0 turns it off.
+    warmup_iterations
+        The authors' warm start (``source/pretrain.py``, 2000 iterations on MNIST): before
+        the run, each discriminator trains this many iterations (``n_critic`` steps on its
+        shard and one step of a generator of its own, then discarded). It costs no
+        privacy (the discriminators are never released) but ``K * warmup_iterations *
+        (n_critic + 1)`` steps of time; 0 skips it.
+    """
+
+    discriminators: int = 100
+    drift_weight: float = 0.001
+    warmup_iterations: int = 0
+
+    def __post_init__(self) -> None:
+        if not is_int(self.discriminators) or self.discriminators < 1:
+            raise ValueError(
+                f"gs_wgan.discriminators must be an integer >= 1, got {self.discriminators!r}"
+            )
+        if not is_int(self.warmup_iterations) or self.warmup_iterations < 0:
+            raise ValueError(
+                f"gs_wgan.warmup_iterations must be an integer >= 0, got {self.warmup_iterations!r}"
+            )
+        weight = self.drift_weight
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, int | float)
+            or not math.isfinite(weight)
+            or weight < 0
+        ):
+            raise ValueError(f"gs_wgan.drift_weight must be a finite number >= 0, got {weight!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-serialisable form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GSWGANSettings:
+        """Inverse of :meth:`to_dict`; unknown keys are errors that list the valid ones."""
+        return build_checked(cls, data, "gs_wgan")

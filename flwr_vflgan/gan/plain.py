@@ -48,7 +48,7 @@ from flwr_vflgan.runtime.rng import (
     uniform_alpha,
 )
 
-from .config import GANSettings
+from .config import GANSettings, ModelConfig
 
 
 class PlainVFLGAN:
@@ -200,6 +200,41 @@ class _Critic(nn.Module):
         return self.head(self.features.features(x))
 
 
+def sample_rows(
+    generator: PartyGenerator, config: GANSettings, seed: int, step: int, rows: int | None = None
+) -> torch.Tensor:
+    """Step ``step``'s synthetic batch of ``generator`` (``train.batch_size`` rows, or the
+    first ``rows`` of at least that many), its noise drawn from ``seed``."""
+    batch = config.train.batch_size
+    size = batch if rows is None else max(rows, batch)
+    z = latent_noise(seed, step, size, config.model.latent_dim)
+    fake = generator(z, torch_generator(seed, Stream.GUMBEL, step))
+    return fake if rows is None else fake[:rows]
+
+
+def make_critic(model: ModelConfig, width: int, n_parties: int) -> nn.Module:
+    """The centralized critic on ``width`` encoded columns: a feature network followed by
+    the shared-discriminator head, each ``n_parties`` times VFLGAN's per-party widths."""
+    m = n_parties
+    features = LocalDiscriminator(
+        width,
+        [w * m for w in model.disc_hidden],
+        model.feature_dim * m,
+        local_head=False,
+        leaky_slope=model.leaky_slope,
+    )
+    head = SharedDiscriminator(
+        model.feature_dim * m, model.shared_hidden, leaky_slope=model.leaky_slope
+    )
+    return _Critic(features, head)
+
+
+def adam_for(module: nn.Module, config: GANSettings) -> torch.optim.Optimizer:
+    """Adam over ``module``'s parameters with the run's learning rate and betas."""
+    train = config.train
+    return torch.optim.Adam(module.parameters(), lr=train.lr, betas=train.betas, foreach=True)
+
+
 class CentralizedWGANGP:
     """WGAN-GP on the concatenated table with VFLGAN's total capacity.
 
@@ -238,23 +273,11 @@ class CentralizedWGANGP:
         m = n_parties
         with seeded_init(derive_seed(seed, Stream.INIT)):
             self.generator = make_generator(model, spans, m)
-            features = LocalDiscriminator(
-                data.shape[1],
-                [w * m for w in model.disc_hidden],
-                model.feature_dim * m,
-                local_head=False,
-                leaky_slope=model.leaky_slope,
-            )
-            head = SharedDiscriminator(
-                model.feature_dim * m, model.shared_hidden, leaky_slope=model.leaky_slope
-            )
-        self.critic = _Critic(features, head)
+            self.critic = make_critic(model, data.shape[1], m)
         self.g_opt = torch.optim.Adam(
             self.generator.parameters(), lr=train.lr, betas=train.betas, foreach=True
         )
-        self.d_opt = torch.optim.Adam(
-            self.critic.parameters(), lr=train.lr, betas=train.betas, foreach=True
-        )
+        self.d_opt = adam_for(self.critic, config)
         self.privacy = privacy
         self.d_update = discriminator_update(privacy, derive_seed(seed, Stream.DP_NOISE))
         self._row_loss = wgan_gp_row_loss(train.gp_weight)
@@ -268,11 +291,7 @@ class CentralizedWGANGP:
         return self.generator
 
     def _fake(self, step: int, rows: int | None = None) -> torch.Tensor:
-        batch = self.config.train.batch_size
-        size = batch if rows is None else max(rows, batch)
-        z = latent_noise(self.seed, step, size, self.config.model.latent_dim)
-        fake = self.generator(z, torch_generator(self.seed, Stream.GUMBEL, step))
-        return fake if rows is None else fake[:rows]
+        return sample_rows(self.generator, self.config, self.seed, step, rows)
 
     def step(self, step: int, kind: StepKind) -> float:
         """One critic or generator update; returns the critic loss or the generator loss."""

@@ -191,37 +191,47 @@ class Schedule:
                 found += 1
                 yield step
 
-    def last_step_within(self, d_steps: int) -> int:
+    def steps_before(self, step: int, kind: StepKind) -> int:
+        """Steps of ``kind`` among steps ``0 .. step - 1``."""
+        d_steps = self.d_steps_before(step)
+        return d_steps if kind is StepKind.DISCRIMINATOR else step - d_steps
+
+    def last_step_within(self, d_steps: int, kind: StepKind = StepKind.DISCRIMINATOR) -> int:
         """The most steps (from 0, capped at ``total_steps``) that hold at most ``d_steps``
-        discriminator steps: where training must stop when only ``d_steps`` are allowed."""
+        steps of ``kind`` (discriminator steps unless told): where training must stop when
+        only ``d_steps`` of them are allowed."""
         if d_steps < 0:
             raise ValueError(f"d_steps must be >= 0, got {d_steps}")
         low, high = 0, self.total_steps
-        if self.d_steps_before(high) <= d_steps:
+        if self.steps_before(high, kind) <= d_steps:
             return high
-        while high - low > 1:  # d_steps_before(low) <= d_steps < d_steps_before(high)
+        while high - low > 1:  # steps_before(low) <= d_steps < steps_before(high)
             middle = (low + high) // 2
-            if self.d_steps_before(middle) <= d_steps:
+            if self.steps_before(middle, kind) <= d_steps:
                 low = middle
             else:
                 high = middle
         return low
 
 
-def budget_schedule(schedule: Schedule, allowed: Mapping[int, int]) -> tuple[Schedule, str | None]:
-    """``schedule`` cut so that no party takes more discriminator steps than it allows.
+def budget_schedule(
+    schedule: Schedule, allowed: Mapping[int, int], kind: StepKind = StepKind.DISCRIMINATOR
+) -> tuple[Schedule, str | None]:
+    """``schedule`` cut so that no party takes more steps of ``kind`` (the accounted ones:
+    discriminator steps unless told) than it allows.
 
     Returns the schedule and, if it was cut, the reason (naming the tightest party).
     """
     if not allowed:
         return schedule, None
     party = min(allowed, key=lambda p: (allowed[p], p))
-    planned = schedule.d_steps_before(schedule.total_steps)
+    planned = schedule.steps_before(schedule.total_steps, kind)
     if planned <= allowed[party]:
         return schedule, None
-    stop = schedule.last_step_within(allowed[party])
+    stop = schedule.last_step_within(allowed[party], kind)
+    name = "discriminator" if kind is StepKind.DISCRIMINATOR else "generator"
     reason = (
-        f"party {party}'s privacy budget allows {allowed[party]} discriminator steps of the "
+        f"party {party}'s privacy budget allows {allowed[party]} {name} steps of the "
         f"{planned} planned: training stops after step {stop} of {schedule.total_steps}"
     )
     if stop == 0:

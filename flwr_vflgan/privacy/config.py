@@ -42,6 +42,10 @@ class Mechanism(StrEnum):
     PATE = "pate"
     """VDGAN-PATE (paper 004, Algorithm 4): teacher critics on disjoint shards, their
     top-K gradient signs voted with Gaussian noise; only the votes leave a client."""
+    GS_WGAN = "gs_wgan"
+    """GS-WGAN (Chen et al. 2020): discriminators on disjoint shards, un-noised and never
+    released; each synthetic sample's gradient from the one chosen per generator step is
+    clipped to C and noised with N(0, (2 C sigma)^2) before it reaches the generator."""
 
     @property
     def per_sample(self) -> bool:
@@ -71,7 +75,7 @@ class DPConfig:
     Parameters
     ----------
     mechanism
-        ``none``, ``vflgan_gaussian``, ``dpsgd`` or ``end_to_end``.
+        ``none``, ``vflgan_gaussian``, ``dpsgd``, ``end_to_end``, ``pate`` or ``gs_wgan``.
     target_epsilon
         Each data holder's budget. With ``noise_multiplier`` unset the noise is calibrated
         so that the planned discriminator steps spend at most this much; with it set, the
@@ -83,10 +87,12 @@ class DPConfig:
         ``None`` uses the reference code's ``1.5 / batch_size``.
     max_grad_norm
         ``C`` of ``dpsgd`` and ``end_to_end``, the per-sample L2 bound over all of a
-        holder's discriminator parameters (the server's ``D_s`` too under ``end_to_end``).
+        holder's discriminator parameters (the server's ``D_s`` too under ``end_to_end``);
+        under ``gs_wgan`` the L2 bound of each synthetic sample's gradient.
     noise_multiplier
-        ``sigma``: noise standard deviation over ``2 C`` (``vflgan_gaussian``) or over
-        ``C`` (``dpsgd``, Opacus's convention); ``None`` calibrates it to the target.
+        ``sigma``: noise standard deviation over ``2 C`` (``vflgan_gaussian``,
+        ``gs_wgan``) or over ``C`` (``dpsgd``, Opacus's convention); ``None`` calibrates it
+        to the target.
     sampling
         How discriminator batches are drawn, which fixes the neighbouring relation of the
         guarantee: ``without_replacement`` (fixed-size batches, replace-one neighbours,
@@ -234,7 +240,7 @@ class DPConfig:
 
     def clip_for(self, batch_size: int) -> float:
         """The clip bound ``C`` of the mechanism at this batch size."""
-        if self.mechanism.per_sample:
+        if self.mechanism.per_sample or self.mechanism is Mechanism.GS_WGAN:
             return float(self.max_grad_norm)
         if self.clip is not None:
             return float(self.clip)
@@ -392,7 +398,8 @@ def plan_privacy(
         Discriminator steps of the training schedule (>= 1).
     parts
         Holders applying the mechanism to each batch, accounted jointly
-        (:attr:`PrivacyPlan.parts`); more than 1 only for the per-row mechanisms
+        (:attr:`PrivacyPlan.parts`); more than 1 only for ``gs_wgan`` (the batch's
+        sanitized sample gradients), for the per-row mechanisms
         (``end_to_end``; ``dpsgd`` on VertiGAN, whose parties noise the same batch) and
         for a VFLGAN-TS party under ``vflgan_gaussian``, whose attribute discriminators
         and feature extractor each noise their first layer on the same batch.
@@ -413,7 +420,10 @@ def plan_privacy(
     check_holder(config, dataset_size, planned_steps)
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
         raise ValueError(f"parts must be an integer >= 1, got {parts!r}")
-    joint = config.mechanism.per_sample or config.mechanism is Mechanism.VFLGAN_GAUSSIAN
+    joint = config.mechanism.per_sample or config.mechanism in (
+        Mechanism.VFLGAN_GAUSSIAN,
+        Mechanism.GS_WGAN,
+    )
     if parts > 1 and not joint:
         raise ValueError(f"dp={config.mechanism.value} is accounted per holder (parts=1)")
     # Only per-sample clipping under replace-one has sensitivity 2C against noise sigma C;
@@ -429,7 +439,7 @@ def plan_privacy(
         )
         raise ValueError(
             f"dp.target_epsilon={config.target_epsilon:g} is too small for even one "
-            f"discriminator step with noise_multiplier={sigma:g} (one step spends "
+            f"{'generator' if config.mechanism is Mechanism.GS_WGAN else 'discriminator'} step with noise_multiplier={sigma:g} (one step spends "
             f"epsilon {one:.4g} at delta={config.delta:g}); raise the target or the noise"
         )
     return PrivacyPlan(

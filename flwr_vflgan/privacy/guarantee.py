@@ -27,6 +27,11 @@ Every DP run reports one :class:`Guarantee` beside its epsilon (``metrics.json``
   come from public metadata, so the published table is post-processing. What the parties
   and the server observe while training is outside it.
 
+* ``sanitized_gradients`` (``dp=gs_wgan`` on GS-WGAN): the only release that reaches the
+  generator is the gradient each synthetic sample receives from one of ``K`` shard
+  discriminators, clipped and noised (:mod:`flwr_vflgan.gan.gs_wgan`); the discriminators
+  read their shards un-noised and are never published.
+
 * ``noisy_votes`` (``dp=pate`` on VDGAN): the only release that depends on real rows is
   each client's noisy, thresholded vote of its teachers' gradient signs (thesis
   Algorithm 4), accounted with :mod:`flwr_vflgan.privacy.pate`; the teachers stay at the
@@ -62,6 +67,9 @@ class Guarantee(StrEnum):
     NOISY_VOTES = "noisy_votes"
     """VDGAN-PATE: the teachers read real rows un-noised but never leave their client;
     only their noisy, thresholded votes do, and everything after is post-processing."""
+    SANITIZED_GRADIENTS = "sanitized_gradients"
+    """GS-WGAN: the shard discriminators read real rows un-noised and are never
+    published; only the clipped, noised gradients they pass to the generator reach it."""
 
 
 _ENCODERS = "the encoders (numeric statistics, modes and category lists fitted on the private rows)"
@@ -193,6 +201,20 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
             _RNG,
         ),
     ),
+    (Mechanism.GS_WGAN, "gs_wgan"): GuaranteeStatement(
+        Guarantee.SANITIZED_GRADIENTS,
+        "every release that reaches the generator: the gradient each synthetic sample "
+        "receives from the generator step's discriminator, clipped to C and noised "
+        "(GS-WGAN's sanitization; the batch's gradients in one joint account, the "
+        "discriminator one of K on disjoint shards drawn uniformly); the generator and the "
+        "published table are their post-processing",
+        (
+            _ENCODERS,
+            "the K discriminators themselves (trained un-noised on their shards: they must "
+            "never be released)",
+            _RNG,
+        ),
+    ),
     (Mechanism.DPSGD, "vdgan"): GuaranteeStatement(
         Guarantee.CRITIC_UPDATES,
         "every update of every client's critic, the only models that read real rows "
@@ -300,6 +322,13 @@ def spent_description(holder: Mapping[str, Any]) -> str:
             f"{holder['steps']} iterations of noisy votes on {holder['batch_size']} rows, "
             f"{holder['teachers']} teachers, top-{holder['top_k']} signs, sigma "
             f"{holder['noise_multiplier']:.4g}, classic conversion"
+        )
+    if holder.get("mechanism") == "gs_wgan":
+        return (
+            f"{holder['steps']} generator steps, each reading one of {holder['dataset_size']} "
+            f"shard discriminators through {holder['parts']} sanitized sample gradients, "
+            f"sigma {holder['noise_multiplier']:.4f}, {holder['accountant']}, "
+            f"{holder['conversion']} conversion"
         )
     if holder.get("accountant") == "zcdp":
         return (

@@ -1,6 +1,6 @@
 """Differential-privacy mechanisms for discriminators: what is clipped and what is noised.
 
-Two mechanisms, neither of which keeps any accounting state (``accounting.py`` does):
+Three mechanisms, none of which keeps any accounting state (``accounting.py`` does):
 
 * :class:`FirstLayerGaussian` and :func:`privatize_first_layers`: DP-VFLGAN (paper 000,
   Section 3.4, eqs. 20-21). The batch gradient of the first linear layer of each local
@@ -11,6 +11,10 @@ Two mechanisms, neither of which keeps any accounting state (``accounting.py`` d
   samplers cannot differentiate the gradient penalty (a double backward), so the
   per-sample gradients come from ``torch.func`` and are handed to Opacus's
   ``DPOptimizer`` as ``p.grad_sample`` (Opacus's ``grad_sample_mode="no_op"`` route).
+* :func:`sanitize_sample_gradients`: GS-WGAN's gradient sanitization (Chen et al. 2020).
+  The gradient each synthetic sample receives from a discriminator is clipped to L2 norm
+  ``C`` on its own and Gaussian noise is added to every entry, before it flows on into
+  the generator; the discriminator's own updates are not noised.
 """
 
 from __future__ import annotations
@@ -591,3 +595,49 @@ def make_dp_optimizer(
         loss_reduction="mean",
         generator=generator,
     )
+
+
+def sanitize_sample_gradients(
+    grads: torch.Tensor, clip: float, noise_std: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """GS-WGAN's sanitized gradients: each row clipped to ``clip``, plus Gaussian noise.
+
+    Parameters
+    ----------
+    grads
+        One row per synthetic sample: the gradient of that sample's own generator loss
+        (``-D(x~_i)``, not divided by the batch size) with respect to the sample.
+    clip
+        ``C``: every row is scaled by ``min(1, C / ||row||_2)``.
+    noise_std
+        Standard deviation of the noise added to every entry (``2 C sigma`` in GS-WGAN,
+        whose sensitivity is ``2 C`` when one row of a shard is replaced); 0 clips only.
+    generator
+        Source of the noise (required when ``noise_std > 0``).
+
+    Returns
+    -------
+    torch.Tensor
+        The sanitized gradients, shaped like ``grads``.
+
+    Raises
+    ------
+    ValueError
+        If ``grads`` has no sample dimension, ``clip`` is not > 0 or ``noise_std`` is
+        negative.
+    TypeError
+        If noise is asked for without a ``torch.Generator``.
+    """
+    _check_number("clip", clip, allow_zero=False)
+    _check_number("noise_std", noise_std, allow_zero=True)
+    if grads.dim() < 1:
+        raise ValueError("grads needs a first dimension of samples, got a scalar")
+    flat = grads.detach().reshape(grads.shape[0], -1)
+    norms = flat.norm(2, dim=1, keepdim=True)
+    # A zero row stays zero: the factor's denominator never vanishes.
+    sanitized = flat * torch.clamp(clip / norms.clamp_min(1e-12), max=1.0)
+    if noise_std > 0:
+        _check_generator(generator)
+        noise = torch.randn(sanitized.shape, generator=generator, dtype=sanitized.dtype)
+        sanitized = sanitized + noise_std * noise
+    return sanitized.reshape(grads.shape)

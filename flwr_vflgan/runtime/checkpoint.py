@@ -69,7 +69,11 @@ def config_differences(saved: object, current: object, at: str = "") -> list[str
 # Settings sections that only one algorithm family reads: another family's checkpoint
 # resumes whatever they hold (a VFLGAN run must not be refused because latent diffusion's
 # or VT-GAN's defaults changed since it was written).
-_ONLY_READ_BY = {"latent": ("latent_diffusion",), "vtgan": ("vtgan", "ctgan")}
+_ONLY_READ_BY = {
+    "latent": ("latent_diffusion",),
+    "vtgan": ("vtgan", "ctgan"),
+    "gs_wgan": ("gs_wgan",),
+}
 
 
 def read_settings(config: object) -> object:

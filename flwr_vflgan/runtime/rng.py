@@ -58,6 +58,9 @@ class Stream(IntEnum):
     """VDGAN's client warm-up: its local generator, batches and penalty weights."""
     BATCH_MASK = 20
     """Which rows of a masked discriminator batch a party's update keeps (private to it)."""
+    SHARD = 21
+    """GS-WGAN: the rows of each discriminator's shard and the discriminator each generator
+    step reads."""
 
 
 _MASK64 = (1 << 64) - 1

@@ -150,7 +150,8 @@ def test_variant_is_parsed_and_controls_the_local_head():
 
 def test_unknown_variant_lists_the_valid_ones():
     message = (
-        r"unknown algorithm variant 'gan'; valid: \['vflgan', 'vflgan_base', 'wgan_gp', 'vertigan', "
+        r"unknown algorithm variant 'gan'; valid: \['vflgan', 'vflgan_base', 'wgan_gp', 'gs_wgan', "
+        r"'vertigan', "
         r"'vdgan', 'vflgan_ts', 'vtgan', 'ctgan', 'gafm', 'splitnn', 'maxnorm', 'marvell', "
         r"'latent_diffusion', 'aim', 'mst'\]"
     )
@@ -166,8 +167,8 @@ def test_from_dict_unknown_top_level_keys_list_the_valid_ones():
     with pytest.raises(
         ValueError,
         match=r"unknown VFLGAN config keys \['privacy', 'seed'\]; "
-        r"valid: \['dp', 'gafm', 'latent', 'marginals', 'model', 'series', 'train', 'variant', "
-        r"'vtgan'\]",
+        r"valid: \['dp', 'gafm', 'gs_wgan', 'latent', 'marginals', 'model', 'series', 'train', "
+        r"'variant', 'vtgan'\]",
     ):
         VFLGANConfig.from_dict({"seed": 1, "privacy": {}, "variant": "vflgan"})
 

@@ -28,7 +28,8 @@ def test_default_is_off_and_needs_no_budget() -> None:
     [
         (
             {"mechanism": "laplace"},
-            r"unknown dp.mechanism 'laplace'; valid: \['none', 'vflgan_gaussian', 'dpsgd', 'end_to_end', 'pate'\]",
+            r"unknown dp.mechanism 'laplace'; valid: \['none', 'vflgan_gaussian', 'dpsgd', "
+            r"'end_to_end', 'pate', 'gs_wgan'\]",
         ),
         ({"mechanism": "vflgan_gaussian"}, "needs dp.target_epsilon"),
         (
