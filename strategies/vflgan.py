@@ -200,9 +200,10 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         party_checkpoint_root: str | Path | None = None,
         **common: Unpack[StrategyArgs],
     ) -> None:
-        if config.variant is Variant.WGAN_GP:
+        if config.variant in (Variant.WGAN_GP, Variant.GS_WGAN):
             raise ValueError(
-                "wgan_gp is centralized: train it with flwr_vflgan.gan.plain.CentralizedWGANGP"
+                f"{config.variant.value} is centralized: train it with "
+                "flwr_vflgan.gan.plain.CentralizedWGANGP or flwr_vflgan.gan.gs_wgan.CentralizedGSWGAN"
             )
         if config.is_vtgan:
             raise ValueError(f"{config.variant.value} runs with VTGANStrategy, not VFLGANStrategy")

@@ -109,3 +109,11 @@ def test_the_algorithm_file_sets_the_authors_settings_and_stays_in_process(
 def _run_on(config, run_dir: Path) -> None:
     spec = to_run_spec(config, run_dir)
     run_experiment(spec)
+
+
+@pytest.mark.parametrize("variant", ["gs_wgan", "wgan_gp"])
+def test_the_federated_strategy_refuses_the_centralized_algorithms(variant: str) -> None:
+    from flwr_vflgan.strategies import VFLGANStrategy
+
+    with pytest.raises(ValueError, match=rf"{variant} is centralized: train it with"):
+        VFLGANStrategy(VFLGANConfig.from_dict({"variant": variant}), n_parties=2)
