@@ -142,14 +142,20 @@ def plot_associations(real: pd.DataFrame, synthetic: pd.DataFrame, path: Path) -
 def plot_image_samples(
     real: np.ndarray, synthetic: np.ndarray, image_shape: tuple[int, int], path: Path
 ) -> Path:
-    """Grids of 64 real and 64 synthetic images side by side."""
+    """Grids of 64 real and 64 synthetic images side by side.
+
+    The real images are 64 rows evenly spaced through the table, so a table sorted by its
+    label shows every label rather than its first; the published synthetic rows are
+    already in random order and their first 64 are shown.
+    """
     from flwr_vflgan.metrics.images import image_grid
 
     plt = pyplot()
     # Both grids on the real table's pixel scale, so a washed-out generator shows as such.
     value_range = (float(np.min(real)), float(np.max(real)))
+    shown = real[np.unique(np.linspace(0, len(real) - 1, num=min(64, len(real))).astype(int))]
     fig, axes = plt.subplots(1, 2, figsize=(10, 5.3))
-    for ax, pixels, title in ((axes[0], real, "real"), (axes[1], synthetic, "synthetic")):
+    for ax, pixels, title in ((axes[0], shown, "real"), (axes[1], synthetic, "synthetic")):
         grid = image_grid(pixels, image_shape, value_range=value_range)
         ax.imshow(grid, cmap="gray", vmin=0.0, vmax=1.0)
         ax.set_title(title)
