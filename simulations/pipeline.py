@@ -326,6 +326,7 @@ def train_centralized(
                 progress(
                     {**record, "best_fd": evaluations.best_fd, "total_steps": schedule.total_steps}
                 )
+    trained = time.monotonic() - started
     use_best = evaluations.publishes_best(cfg.dp.enabled, cfg.dp.select_by_fd)
     if use_best:
         assert best is not None
@@ -346,6 +347,7 @@ def train_centralized(
         steps=schedule.total_steps,
         exchanges=0,
         wall_seconds=time.monotonic() - started,
+        train_seconds=trained,
         n_rows=int(data.shape[0]),
         privacy=[plan.summary("centralized", accounted)] if plan else [],
         budget_stop=budget_stop,

@@ -61,6 +61,8 @@ def test_a_gs_wgan_run_accounts_its_generator_steps(adult_small: Path, tmp_path:
     assert (holder["dataset_size"], holder["batch_size"], holder["parts"]) == (K, 1, BATCH)
     assert 4.8 < privacy["epsilon"] == holder["epsilon"] <= 5.0
     assert privacy["budget_stop"] is None and metrics["published_generator"] == "last"
+    # The training loop's own time, as the federated runs report it.
+    assert 0 < metrics["train_seconds"] <= metrics["wall_seconds"]
     table = pd.read_csv(tmp_path / "run" / "synthetic.csv")
     # Adult's categories include missing values; its numbers are never missing.
     assert len(table) == 100 and table.select_dtypes("number").notna().all().all()
