@@ -141,7 +141,6 @@ class CentralizedGSWGAN(CentralizedWGANGP):
         }
         self._spans = list(spans)
         self.generator_steps = 0
-        self.chosen = self._draw(0)
         if settings.warmup_iterations:
             log.info(
                 "gs_wgan: warming up %d discriminators, %d iterations each",
@@ -149,6 +148,11 @@ class CentralizedGSWGAN(CentralizedWGANGP):
                 settings.warmup_iterations,
             )
             self.warm_up()
+
+    @property
+    def chosen(self) -> int:
+        """The discriminator the next generator step reads (and its critic steps train)."""
+        return self._draw(self.generator_steps)
 
     def _draw(self, generator_step: int) -> int:
         """The discriminator that generator step ``generator_step`` (0-based) reads."""
@@ -169,12 +173,12 @@ class CentralizedGSWGAN(CentralizedWGANGP):
         Nothing of it reaches the published generator but through the sanitized gradients,
         so it costs no privacy."""
         iterations = self.settings.warmup_iterations
+        cycle = self.config.train.n_critic + 1
         for k in range(len(self.shards) if iterations else 0):
             seed = derive_seed(self.seed, Stream.WARMUP, 0, k)
             with seeded_init(seed):
                 generator = make_generator(self.config.model, self._spans, self._n_parties)
             optimizer = adam_for(generator, self.config)
-            cycle = self.config.train.n_critic + 1
             for iteration in range(iterations):
                 for d in range(cycle - 1):
                     self._critic_step(k, generator, seed, iteration * cycle + d)
@@ -193,7 +197,6 @@ class CentralizedGSWGAN(CentralizedWGANGP):
             return self._critic_step(self.chosen, self.generator, self.seed, step)
         loss = self._generator_step(step)
         self.generator_steps += 1
-        self.chosen = self._draw(self.generator_steps)
         return loss
 
     def _critic_step(self, k: int, generator: PartyGenerator, seed: int, step: int) -> float:
@@ -240,5 +243,4 @@ class CentralizedGSWGAN(CentralizedWGANGP):
         self.g_opt.step()
         if self.average is not None:
             self.average.update(self.generator)
-        critic.zero_grad(set_to_none=True)
         return float(-scores.detach().mean())
