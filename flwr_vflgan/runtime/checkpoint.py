@@ -17,6 +17,8 @@ import numpy as np
 
 from flwr_vflgan.atomic import write_atomically
 
+from .faults import pause_point
+
 CHECKPOINT_SCHEMA_VERSION = 1
 _KEEP = 2
 
@@ -158,11 +160,16 @@ def load_party_checkpoint(
 def save_server_checkpoint(
     directory: Path, next_step: int, arrays: Mapping[str, np.ndarray], meta: Mapping
 ) -> Path:
-    """Write the server's state (shared discriminator and bookkeeping) for ``next_step``."""
+    """Write the server's state (shared discriminator and bookkeeping) for ``next_step``.
+
+    The server writes after every party wrote its own, so the fault tests' pause point
+    ``server-checkpoint`` (:mod:`~flwr_vflgan.runtime.faults`) follows it: a holder killed
+    there resumes from this checkpoint."""
     full = {"schema_version": CHECKPOINT_SCHEMA_VERSION, "next_step": next_step, **meta}
     path = directory / f"server-{next_step}.npz"
     _atomic_savez(path, {**arrays, "__meta__": _meta_array(full)})
     _prune(directory, "server")
+    pause_point("server-checkpoint")
     return path
 
 

@@ -11,9 +11,11 @@ process meanwhile. Every later arrival, by this process or another (a restarted 
 resumed run), goes straight on, and so does the process itself once the pause is over.
 
 The points: ``server-setup`` (the ServerApp, its nodes connected, before the setup
-exchange), ``server-publication`` (after training, before publication),
-``party-setup`` and ``party-publication`` (a party's handler of a setup or a
-publication message, before it does anything).
+exchange), ``server-checkpoint`` (the server, just after it wrote a checkpoint: every
+holder then has one to resume from, and no exchange runs while it pauses),
+``server-publication`` (after training, before publication), ``party-setup`` and
+``party-publication`` (a party's handler of a setup or a publication message, before it
+does anything).
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ PAUSE_AT = "FLWR_VFLGAN_PAUSE_AT"
 PAUSE_DIR = "FLWR_VFLGAN_PAUSE_DIR"
 PAUSE_SECONDS = "FLWR_VFLGAN_PAUSE_SECONDS"
 
-POINTS = ("server-setup", "server-publication", "party-setup", "party-publication")
+POINTS = (
+    "server-setup",
+    "server-checkpoint",
+    "server-publication",
+    "party-setup",
+    "party-publication",
+)
 
 _PARTY_POINTS = {
     P.SETUP: "party-setup",

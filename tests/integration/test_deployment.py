@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SHARED_DATASETS
+from conftest import FD_ONLY, SHARED_DATASETS
 from flwr.common.config import parse_config_args
 
 from flwr_vflgan.clients import make_client_app
@@ -76,7 +76,7 @@ ADULT_COLUMNS = [
 # epoch's end), so stock SuperNodes restore a party mid-run with K > 1.
 OVERRIDES = (
     "runtime=deployment train.max_steps=3 train.batch_size=24422 train.n_critic=1 "
-    "train.eval_rows=500 output.publish_rows=300 train.steps_per_exchange=2"
+    f"train.eval_rows=500 output.publish_rows=300 train.steps_per_exchange=2 {FD_ONLY}"
 )
 # Party nodes (flwr-vflgan-node) on the first 640 Adult rows: 3 epochs of 12 steps in
 # blocks of 4 (9 training exchanges), last generator published, no FD selection.
@@ -564,21 +564,27 @@ def test_series_party_nodes_publish_what_the_simulated_parties_publish(
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
 
-def _wait_for_server_checkpoint(tmp_path: Path, timeout: float = 120.0) -> None:
-    """Until the run in ``tmp_path/run`` has a server checkpoint. The server writes its
-    checkpoint after the parties wrote theirs: once it is there, every holder has one to
-    resume from."""
-    deadline = time.monotonic() + timeout
-    server = tmp_path / "run" / "checkpoints"
-    while not list(server.glob("server-*.npz")) and time.monotonic() < deadline:
-        time.sleep(0.05)
+# The fault in training comes while the server pauses just after its first checkpoint
+# (pause point server-checkpoint): the server writes it after every party wrote its own,
+# so each holder has one to resume from, and no exchange runs before the fault is in. The
+# run is then 3 epochs of 12 steps (checkpoints at steps 12, 24 and 36), on the first 640
+# Adult rows, whatever the machine's load: waiting for the file instead needed a run long
+# enough (30 epochs) to outlast the test thread's reaction.
+CHECKPOINT_PAUSE_SECONDS = 10
 
 
-# A party node killed mid-run on the first 640 Adult rows: 30 epochs of 12 steps in
-# blocks of 4, so the run goes on well after party 1's first checkpoint (step 12). A
-# stock SuperNode starts a ClientApp process per message (about 3 s an exchange here),
-# so its runs are shorter (8 epochs by default).
-REJOIN_EPOCHS = {True: 30, False: 8}
+def _checkpoint_pause(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The marker directory and environment of a pause after the server's first checkpoint."""
+    return _pauses(tmp_path, "server-checkpoint", CHECKPOINT_PAUSE_SECONDS)
+
+
+def _wait_for_server_checkpoint(markers: Path, timeout: float = 180.0) -> None:
+    """Until the ServerApp pauses just after its first checkpoint; it then still lies
+    there in the run directory."""
+    _paused(markers / "server-checkpoint", timeout=timeout)
+
+
+REJOIN_EPOCHS = 3
 # The SuperLink reports a silent node unavailable after two missed heartbeats; a node
 # restarted later than that finds the run waiting for it at setup. That test keeps
 # Flower's 30 s interval: the ServerApp must send its setup while the SuperLink still
@@ -608,23 +614,24 @@ def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
     written and started again with the same command; the run waits for it
     (runtime.rejoin_grace), every holder resumes from the last checkpoint, and the table
     is the in-process run's, bit for bit. VFLGAN, and VT-GAN's client."""
+    markers, pause_env = _checkpoint_pause(tmp_path)
     killed: list[bool] = []
 
     def kill_and_restart(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
-        _wait_for_server_checkpoint(tmp_path)
+        _wait_for_server_checkpoint(markers)
         _kill(processes, "party-node-1")
         killed.append(True)
         processes.start("party-node-1-restarted", commands[1], env, cwd=tmp_path)
 
     deployment = _resumed_deployment(
-        tmp_path, processes, adult_small, kill_and_restart, algorithm=algorithm
+        tmp_path, processes, adult_small, kill_and_restart, algorithm=algorithm, extra_env=pause_env
     )
     run_log = deployment.diagnostics()
     assert killed, "the party node was not killed"
     assert "waiting up to 180 s for it to rejoin" in run_log, run_log
 
 
-# Three losses of a stock SuperNode in one run of 4 epochs, each costing the SuperLink's
+# Three losses of a stock SuperNode in one run of 3 epochs, each costing the SuperLink's
 # heartbeat window before the run sees it: allow for them on top of the run.
 STOCK_FAULTS_TIMEOUT = 900.0
 
@@ -634,14 +641,15 @@ def test_a_stock_supernode_killed_at_setup_in_training_and_at_publication_rejoin
     tmp_path: Path, processes: FlowerProcesses, adult_small: Path
 ) -> None:
     """The fault matrix's stock-SuperNode row, in one run: a ``flower-supernode`` is
-    killed (SIGKILL) while its ClientApp handles the setup message, then party 1's once
-    the first checkpoint is written, then the one whose ClientApp handles the publication
+    killed (SIGKILL) while its ClientApp handles the setup message, then party 1's while
+    the server pauses after its first checkpoint, then the one whose ClientApp handles the publication
     message; each is started again with the exporter's printed command (a fresh
     ClientAppIo port). The run waits for each (runtime.rejoin_grace): from the start after
     the first, from the last checkpoint after the others, and the table is the in-process
     run's, bit for bit. The orphaned ClientApp of a killed SuperNode wakes from its
     pause, finds no SuperNode and exits."""
-    markers, pause_env = _pauses(tmp_path, "party-setup,party-publication", 5)
+    points = "party-setup,server-checkpoint,party-publication"
+    markers, pause_env = _pauses(tmp_path, points, 5)
     killed: list[str] = []
     current = {0: "supernode-0", 1: "supernode-1"}
 
@@ -667,7 +675,7 @@ def test_a_stock_supernode_killed_at_setup_in_training_and_at_publication_rejoin
 
     def three_faults(overrides: str, commands: list[list[str]], env: dict[str, str]) -> None:
         restart(paused_supernode("party-setup"), commands, env)
-        _wait_for_server_checkpoint(tmp_path, timeout=STOCK_FAULTS_TIMEOUT)
+        _wait_for_server_checkpoint(markers, timeout=STOCK_FAULTS_TIMEOUT)
         restart(1, commands, env)
         restart(paused_supernode("party-publication"), commands, env)
 
@@ -677,7 +685,7 @@ def test_a_stock_supernode_killed_at_setup_in_training_and_at_publication_rejoin
         adult_small,
         three_faults,
         party_nodes=False,
-        epochs=4,
+        steps_per_exchange=12,  # one exchange an epoch: a stock SuperNode's costs ~12 s
         extra_env=pause_env,
         timeout=STOCK_FAULTS_TIMEOUT,
     )
@@ -738,6 +746,7 @@ def _resumed_deployment(
     fault: Callable[[str, list[list[str]], dict[str, str]], None],
     party_nodes: bool = True,
     epochs: int | None = None,
+    steps_per_exchange: int = 4,
     resumed: bool = True,
     algorithm: str = "",
     extra_env: dict[str, str] | None = None,
@@ -745,13 +754,15 @@ def _resumed_deployment(
     timeout: float = REJOIN_RUN_TIMEOUT,
 ) -> Deployment:
     """Party nodes (or, without ``party_nodes``, stock SuperNodes) train ``epochs`` (by
-    default the REJOIN_EPOCHS run) while ``fault(overrides, commands, env)`` runs in a
+    default the REJOIN_EPOCHS run, ``steps_per_exchange`` steps an exchange) while ``fault(overrides, commands, env)`` runs in a
     thread; the run must have resumed from a checkpoint (or, without ``resumed``, started
     from scratch) and published the in-process run's table, bit for bit. ``algorithm``:
     overrides that choose another family than VFLGAN (12-step epochs too)."""
     dataset = ("dataset=csv", f"dataset.source={adult_small}")
-    epochs = REJOIN_EPOCHS[party_nodes] if epochs is None else epochs
-    rejoin = NODE_OVERRIDES.replace("train.epochs=3", f"train.epochs={epochs}")
+    epochs = REJOIN_EPOCHS if epochs is None else epochs
+    rejoin = NODE_OVERRIDES.replace("train.epochs=3", f"train.epochs={epochs}").replace(
+        "train.steps_per_exchange=4", f"train.steps_per_exchange={steps_per_exchange}"
+    )
     overrides = f"{' '.join(dataset)} {rejoin} {algorithm}".strip()
     deployment = _deploy(
         tmp_path,
@@ -821,12 +832,13 @@ def test_a_run_whose_serverapp_or_superlink_dies_is_resumed_by_the_next_flwr_run
     checkpoint.
     Flower cannot continue that run, but ``flwr run`` again with the same ``run-dir``
     resumes it from the checkpoints, and the table is the in-process run's, bit for bit."""
+    markers, pause_env = _checkpoint_pause(tmp_path)
     relaunched: list[int] = []
 
     def fault_then_run_again(
         overrides: str, commands: list[list[str]], env: dict[str, str]
     ) -> None:
-        _wait_for_server_checkpoint(tmp_path)
+        _wait_for_server_checkpoint(markers)
         fault(tmp_path, processes, env, commands)
         # The stopped run never writes metrics.json; the run launched now does, resuming.
         run_overrides = shlex.join(["runtime=deployment", *shlex.split(overrides)])
@@ -836,7 +848,14 @@ def test_a_run_whose_serverapp_or_superlink_dies_is_resumed_by_the_next_flwr_run
             )
         )
 
-    _resumed_deployment(tmp_path, processes, adult_small, fault_then_run_again, relaunches=True)
+    _resumed_deployment(
+        tmp_path,
+        processes,
+        adult_small,
+        fault_then_run_again,
+        extra_env=pause_env,
+        relaunches=True,
+    )
     assert relaunched, "the fault was not injected"
     if fault is _restart_superlink:  # the same node processes served both runs
         for i in range(2):

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import FD_ONLY
 
 from flwr_vflgan.data import load_dataset
 from flwr_vflgan.simulations.flower_processes import (
@@ -38,7 +39,7 @@ ADULT_COLUMNS = [
     "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
     "hours-per-week", "native-country", "income",
 ]  # fmt: skip
-OVERRIDES = "train.max_steps=3 train.eval_rows=500 output.publish_rows=200"
+OVERRIDES = f"train.max_steps=3 train.eval_rows=500 output.publish_rows=200 {FD_ONLY}"
 FEDERATION_CONFIG = "num-supernodes=2 client-resources-num-cpus=1 init-args-num-cpus=2"
 
 

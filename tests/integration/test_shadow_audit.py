@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from audit_command import run_audit
+from audit_command import run_audit, run_refused_audits
 
 from flwr_vflgan.data.registry import load_dataset
 from flwr_vflgan.privacy.vulnerable import vulnerable_records
@@ -121,31 +121,37 @@ def test_ray_trains_the_same_shadows_as_one_process(tmp_path: Path):
 
 
 def test_bad_shadow_settings_get_one_line_and_status_2(tmp_path: Path):
-    for override, message in (
-        ("audit.shadows=1", "audit.shadows must be an integer >= 2"),
-        ("audit.target=far", "audit.target must be one of ['distance', 'outliers']"),
-        ("audit.feature_maps=[pca]", "audit.feature_maps must list some of"),
-        ("audit.executor=dask", "unknown audit.executor 'dask'"),
-        ("audit.target=60", "audit.target=60 is not a row of the 60-row table"),
-        ("audit.train_fraction=0.9", "leaves 3 tables per world to train the adversary and 0"),
-    ):
-        done = _audit(tmp_path / "bad", override)
-        assert done.returncode == 2, (override, done.stderr[-2000:])
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and message in lines[0], lines
-    for override, message in (
-        ("audit.train_rows=null", "audit.scheme=baselines trains on audit.train_rows rows"),
-        ("audit.reference_rows=100000", "and the dataset has 48842"),
-        ("audit.attacks=[logan_9]", "audit.attacks must list some of"),
-    ):
-        done = _audit(tmp_path / "bad", "audit.scheme=baselines", override)
-        assert done.returncode == 2, (override, done.stderr[-2000:])
-        assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    kept = _audit(tmp_path / "nock", "audit.scheme=asif", "output.checkpoint=false")
-    assert kept.returncode == 2 and "keep output.checkpoint=true" in kept.stderr
-    wgan = _audit(tmp_path / "wgan", "algorithm=wgan_gp", "audit.scheme=asif")
-    assert wgan.returncode == 2
-    assert "algorithm=wgan_gp has none: use audit.scheme=assd" in wgan.stderr
+    done = _audit(tmp_path / "bad", "audit.shadows=1")  # the real command line
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "audit.shadows must be an integer >= 2" in lines[0], lines
+    baselines = ("audit.scheme=baselines",)
+    refused = {
+        (): [
+            ("audit.target=far", "audit.target must be one of ['distance', 'outliers']"),
+            ("audit.feature_maps=[pca]", "audit.feature_maps must list some of"),
+            ("audit.executor=dask", "unknown audit.executor 'dask'"),
+            ("audit.target=60", "audit.target=60 is not a row of the 60-row table"),
+            ("audit.train_fraction=0.9", "leaves 3 tables per world to train the adversary and 0"),
+        ],
+        baselines: [
+            ("audit.train_rows=null", "audit.scheme=baselines trains on audit.train_rows rows"),
+            ("audit.reference_rows=100000", "and the dataset has 48842"),
+            ("audit.attacks=[logan_9]", "audit.attacks must list some of"),
+        ],
+        ("audit.scheme=asif",): [("output.checkpoint=false", "keep output.checkpoint=true")],
+        ("algorithm=wgan_gp",): [
+            ("audit.scheme=asif", "algorithm=wgan_gp has none: use audit.scheme=assd")
+        ],
+    }
+    cases = [
+        (lead, override, message) for lead, rows in refused.items() for override, message in rows
+    ]
+    commands = [[*SMALL, *lead, override] for lead, override, _ in cases]
+    results = run_refused_audits(tmp_path / "bad", commands)
+    for (_, override, message), (status, stderr) in zip(cases, results, strict=True):
+        lines = stderr.strip().splitlines()
+        assert status == 2 and len(lines) == 1 and message in lines[0], (override, stderr[-2000:])
 
 
 def test_the_baseline_attacks_judge_the_members_of_one_real_run(tmp_path: Path):

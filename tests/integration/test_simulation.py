@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SHARED_DATASETS
+from conftest import FD_ONLY, SHARED_DATASETS
 
 from flwr_vflgan.gafm.attacks import ATTACKS
 
@@ -57,9 +57,9 @@ def test_simulation_engine_gives_the_same_synthetic_table_as_in_process(
 ) -> None:
     """Also at 4 steps per exchange: 20 steps in 5 blocks, plus setup, the last apply and
     publication."""
-    blocks = f"train.steps_per_exchange={k}"
-    simulated = _run("simulation", tmp_path / "sim", blocks)
-    local = _run("inprocess", tmp_path / "local", blocks)
+    blocks = (f"train.steps_per_exchange={k}", *FD_ONLY.split())
+    simulated = _run("simulation", tmp_path / "sim", *blocks)
+    local = _run("inprocess", tmp_path / "local", *blocks)
     assert simulated["runtime"] == "simulation" and simulated["steps"] == 20
     assert simulated["exchanges"] == local["exchanges"] == exchanges
     # The protocol does the same math whatever carries the messages: same seeds, same table.

@@ -104,3 +104,24 @@ def test_a_party_pauses_before_its_handler_runs(
     with pytest.raises(RunStopped, match="protocol error: message has no config record"):
         exchange(grid, [Message(RecordDict(), node, P.SETUP)])
     assert paused == [False]  # the marker was there when the pause began
+
+
+def test_the_server_pauses_after_its_checkpoint_is_written(
+    markers: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``server-checkpoint``: the pause comes once the file is in place (a holder killed
+    then resumes from it), and only at the first checkpoint."""
+    import numpy as np
+
+    from flwr_vflgan.runtime.checkpoint import save_server_checkpoint
+
+    directory = tmp_path / "checkpoints"
+    seen: list[list[str]] = []
+    monkeypatch.setattr(
+        faults.time, "sleep", lambda _: seen.append(sorted(p.name for p in directory.iterdir()))
+    )
+    monkeypatch.setenv(faults.PAUSE_AT, "server-checkpoint")
+    save_server_checkpoint(directory, 12, {"w": np.zeros(2)}, {})
+    save_server_checkpoint(directory, 24, {"w": np.ones(2)}, {})
+    assert seen == [["server-12.npz"]]
+    assert (markers / "server-checkpoint").is_file()
