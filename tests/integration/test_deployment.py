@@ -579,8 +579,8 @@ def _checkpoint_pause(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def _wait_for_server_checkpoint(markers: Path, timeout: float = 180.0) -> None:
-    """Until the ServerApp pauses just after its first checkpoint; it then still lies
-    there in the run directory."""
+    """Until the ServerApp pauses just after writing its first checkpoint (every party
+    has written its own by then); it sends nothing while the pause lasts."""
     _paused(markers / "server-checkpoint", timeout=timeout)
 
 
@@ -610,8 +610,8 @@ VTGAN_REJOIN = (
 def test_a_party_node_killed_mid_run_rejoins_and_the_table_is_unchanged(
     tmp_path: Path, processes: FlowerProcesses, adult_small: Path, algorithm: str
 ) -> None:
-    """Party 1's process (a ``flwr-vflgan-node``) is killed (SIGKILL) once a checkpoint is
-    written and started again with the same command; the run waits for it
+    """Party 1's process (a ``flwr-vflgan-node``) is killed (SIGKILL) while the server
+    pauses after its first checkpoint, and started again with the same command; the run waits for it
     (runtime.rejoin_grace), every holder resumes from the last checkpoint, and the table
     is the in-process run's, bit for bit. VFLGAN, and VT-GAN's client."""
     markers, pause_env = _checkpoint_pause(tmp_path)
@@ -642,8 +642,8 @@ def test_a_stock_supernode_killed_at_setup_in_training_and_at_publication_rejoin
 ) -> None:
     """The fault matrix's stock-SuperNode row, in one run: a ``flower-supernode`` is
     killed (SIGKILL) while its ClientApp handles the setup message, then party 1's while
-    the server pauses after its first checkpoint, then the one whose ClientApp handles the publication
-    message; each is started again with the exporter's printed command (a fresh
+    the server pauses after its first checkpoint, then the one whose ClientApp handles the
+    publication message; each is started again with the exporter's printed command (a fresh
     ClientAppIo port). The run waits for each (runtime.rejoin_grace): from the start after
     the first, from the last checkpoint after the others, and the table is the in-process
     run's, bit for bit. The orphaned ClientApp of a killed SuperNode wakes from its
