@@ -140,11 +140,21 @@ class VFLGANConfig:
                 f"train.steps_per_exchange={k}: {self.variant.value} takes its steps per "
                 "exchange from gafm.steps_per_exchange; set train.steps_per_exchange=1"
             )
+        self._check_generator_options()
+
+    def _check_generator_options(self) -> None:
+        """Refuse the generator options of ``flwr_vflgan.gan`` for a family that ignores them."""
         if self.train.generator_average is not None and not self.is_vflgan_family:
             raise ValueError(
                 f"train.generator_average averages the VFLGAN family's generators "
                 f"(vflgan, vflgan_base, wgan_gp, gs_wgan, vertigan); {self.variant.value} does not use it: "
                 "remove it"
+            )
+        if self.train.generator_lr is not None and not (self.is_vflgan_family or self.is_vdgan):
+            raise ValueError(
+                f"train.generator_lr sets the generators' learning rate of vflgan, "
+                f"vflgan_base, wgan_gp, gs_wgan, vertigan and vdgan; {self.variant.value} "
+                "does not use it: remove it"
             )
 
     def _check_masking(self) -> None:

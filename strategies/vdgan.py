@@ -105,7 +105,7 @@ class VDGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
         t = self.config.train
         return (
             f"VDGANStrategy({self.n_parties} clients, {describe_length(t)}, max_steps={t.max_steps}, "
-            f"batch={t.batch_size}, n_critic={t.n_critic}, lr={t.lr}, gp={t.gp_weight}, "
+            f"batch={t.batch_size}, n_critic={t.n_critic}, {t.describe_lr()}, gp={t.gp_weight}, "
             f"checkpoints={'on' if self.checkpoint_dir else 'off'})"
         )
 

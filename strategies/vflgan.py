@@ -224,7 +224,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
                 f"shared_discriminator={rates.shared_discriminator}"
             )
         else:
-            losses = f"lr={t.lr}, gp={t.gp_weight}"
+            losses = f"{t.describe_lr()}, gp={t.gp_weight}"
         return (
             f"VFLGANStrategy({self.config.variant.value}, {self.n_parties} parties, {describe_length(t)}, "
             f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, {losses}, "

@@ -139,6 +139,10 @@ class TrainConfig:
         ``T_d``: discriminator steps before each generator step.
     lr, betas
         Adam settings for every generator and discriminator.
+    generator_lr
+        The generators' Adam learning rate when it should differ from the
+        discriminators' (two time-scale updates, Heusel et al., 2017); ``None`` (the
+        default): ``lr`` for both. Read by the families of ``flwr_vflgan.gan`` only.
     gp_weight
         ``lambda`` of the gradient penalty of every discriminator.
     shared_d_weight, shared_g_weight
@@ -184,6 +188,7 @@ class TrainConfig:
     n_critic: int = 5
     lr: float = 5e-4
     betas: tuple[float, float] = (0.5, 0.999)
+    generator_lr: float | None = None
     gp_weight: float = 30.0
     shared_d_weight: float = 1.0
     shared_g_weight: float = 1.0
@@ -193,6 +198,17 @@ class TrainConfig:
     eval_rows: int | None = None
     steps_per_exchange: int = 1
     warmup_epochs: int = 0
+
+    @property
+    def g_lr(self) -> float:
+        """The generators' learning rate: ``generator_lr``, or ``lr`` when unset."""
+        return self.lr if self.generator_lr is None else self.generator_lr
+
+    def describe_lr(self) -> str:
+        """``lr=0.0005``, or ``lr=0.0005 (generators 0.0001)`` with ``generator_lr`` set."""
+        if self.generator_lr is None:
+            return f"lr={self.lr}"
+        return f"lr={self.lr} (generators {self.generator_lr})"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
@@ -225,6 +241,8 @@ class TrainConfig:
         if self.generator_average is not None:
             _check_positive("generator_average", self.generator_average)
         _check_positive("lr", self.lr)
+        if self.generator_lr is not None:
+            _check_positive("generator_lr", self.generator_lr)
         _check_positive("gp_weight", self.gp_weight)
         _check_positive("shared_d_weight", self.shared_d_weight)
         _check_positive("shared_g_weight", self.shared_g_weight)

@@ -163,7 +163,7 @@ class CentralizedGSWGAN(CentralizedWGANGP):
         if k not in self.critics:
             with seeded_init(derive_seed(self.seed, Stream.INIT, k)):
                 critic = make_critic(self.config.model, self.data.shape[1], self._n_parties)
-            self.critics[k] = (critic, adam_for(critic, self.config))
+            self.critics[k] = (critic, adam_for(critic, self.config, generator=False))
         return self.critics[k]
 
     def warm_up(self) -> None:
@@ -178,7 +178,7 @@ class CentralizedGSWGAN(CentralizedWGANGP):
             seed = derive_seed(self.seed, Stream.WARMUP, 0, k)
             with seeded_init(seed):
                 generator = make_generator(self.config.model, self._spans, self._n_parties)
-            optimizer = adam_for(generator, self.config)
+            optimizer = adam_for(generator, self.config, generator=True)
             for iteration in range(iterations):
                 for d in range(cycle - 1):
                     self._critic_step(k, generator, seed, iteration * cycle + d)

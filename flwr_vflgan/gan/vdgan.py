@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from flwr_vflgan.gan.losses import critic_loss, generator_loss
-from flwr_vflgan.gan.vflgan import make_generator, make_local_discriminator
+from flwr_vflgan.gan.vflgan import adam, make_generator, make_local_discriminator
 from flwr_vflgan.nn.models import (
     SpanLike,
     eval_mode,
@@ -145,9 +145,7 @@ class VDGANServer:
         self.widths = [sum(span.width for span in spans) for spans in party_spans]
         with seeded_init(derive_seed(seed, Stream.INIT)):
             self.generator = make_generator(model, joint_spans(party_spans), len(party_spans))
-        self.opt = torch.optim.Adam(
-            self.generator.parameters(), lr=train.lr, betas=train.betas, foreach=True
-        )
+        self.opt = adam(self.generator, train, generator=True)
         self.state = FlatState([self.generator], [self.opt])
 
     def _joint(self, iteration: int) -> torch.Tensor:
@@ -240,9 +238,7 @@ class VDGANClient:
         self.spans, self.party = tuple(spans), party
         with seeded_init(derive_seed(shared_seed, Stream.INIT, 0, party + 1)):
             self.critic = make_local_discriminator(model, width, local_head=True)
-        self.opt = torch.optim.Adam(
-            self.critic.parameters(), lr=train.lr, betas=train.betas, foreach=True
-        )
+        self.opt = adam(self.critic, train, generator=False)
         self.state = FlatState([self.critic], [self.opt])
         self.privacy = privacy
         if noise_seed is None:
@@ -291,7 +287,7 @@ class VDGANClient:
         seed = derive_seed(self.shared_seed, Stream.WARMUP, 0, self.party + 1)
         with seeded_init(seed):
             generator = make_generator(model, self.spans)
-        g_opt = torch.optim.Adam(generator.parameters(), lr=train.lr, betas=train.betas)
+        g_opt = torch.optim.Adam(generator.parameters(), lr=train.g_lr, betas=train.betas)
         n, batch = self.data.shape[0], train.batch_size
         schedule = Schedule(n, batch, train.n_critic, train.warmup_epochs)
         for step in range(schedule.total_steps):

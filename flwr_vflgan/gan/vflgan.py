@@ -66,6 +66,13 @@ def first_part_penalty(
     )
 
 
+def adam(module: torch.nn.Module, train: TrainConfig, *, generator: bool) -> torch.optim.Adam:
+    """Adam over ``module``'s parameters with the run's betas, at the generators'
+    learning rate (``train.g_lr``) when ``generator`` is true, else at ``train.lr``."""
+    lr = train.g_lr if generator else train.lr
+    return torch.optim.Adam(module.parameters(), lr=lr, betas=train.betas, foreach=True)
+
+
 def generator_average(
     generator: torch.nn.Module, train: TrainConfig, n_rows: int
 ) -> ParameterAverage | None:
@@ -162,12 +169,8 @@ class PartyTrainer:
         with seeded_init(derive_seed(self.private_seed, Stream.INIT)):
             self.generator = make_generator(model, spans)
             self.discriminator = make_local_discriminator(model, width, config.has_local_head)
-        self.g_opt = torch.optim.Adam(
-            self.generator.parameters(), lr=train.lr, betas=train.betas, foreach=True
-        )
-        self.d_opt = torch.optim.Adam(
-            self.discriminator.parameters(), lr=train.lr, betas=train.betas, foreach=True
-        )
+        self.g_opt = adam(self.generator, train, generator=True)
+        self.d_opt = adam(self.discriminator, train, generator=False)
         modules: list[torch.nn.Module] = [self.generator, self.discriminator]
         self.average = generator_average(self.generator, train, data.shape[0])
         if self.average is not None:
@@ -441,10 +444,7 @@ class ServerTrainer:
                 config.model.shared_hidden,
                 leaky_slope=config.model.leaky_slope,
             )
-        train = config.train
-        self.opt = torch.optim.Adam(
-            self.discriminator.parameters(), lr=train.lr, betas=train.betas, foreach=True
-        )
+        self.opt = adam(self.discriminator, config.train, generator=False)
         self.state = FlatState([self.discriminator], [self.opt])
 
     def discriminator_step(

@@ -105,6 +105,8 @@ def test_train_config_rejects_non_positive_counts(name, value):
         ({"betas": (-0.1, 0.9)}, r"betas must be two numbers in \[0, 1\)"),
         ({"generator_average": 0.0}, r"generator_average must be > 0, got 0\.0"),
         ({"generator_average": -1}, r"generator_average must be > 0, got -1"),
+        ({"generator_lr": 0.0}, r"generator_lr must be > 0, got 0\.0"),
+        ({"generator_lr": -1e-4}, r"generator_lr must be > 0, got -0\.0001"),
     ],
 )
 def test_train_config_rejects(overrides, message):
@@ -241,3 +243,18 @@ def test_generator_average_is_the_vflgan_familys(variant):
         VFLGANConfig.from_dict({"variant": variant, "train": {"generator_average": 1.0}})
     config = VFLGANConfig.from_dict({"variant": "vflgan", "train": {"generator_average": 1.0}})
     assert config.train.generator_average == 1.0
+
+
+@pytest.mark.parametrize("variant", ["vtgan", "ctgan", "gafm", "vflgan_ts"])
+def test_generator_lr_is_the_gan_familys(variant):
+    with pytest.raises(ValueError, match=rf"{variant} does not use it: remove it"):
+        VFLGANConfig.from_dict({"variant": variant, "train": {"generator_lr": 1e-4}})
+
+
+@pytest.mark.parametrize("variant", ["vflgan", "vflgan_base", "wgan_gp", "vdgan", "vertigan"])
+def test_generator_lr_sets_the_generators_rate_only(variant):
+    config = VFLGANConfig.from_dict({"variant": variant, "train": {"generator_lr": 1e-4}})
+    assert (config.train.lr, config.train.g_lr) == (5e-4, 1e-4)
+    assert config.train.describe_lr() == "lr=0.0005 (generators 0.0001)"
+    default = TrainConfig()
+    assert (default.generator_lr, default.g_lr, default.describe_lr()) == (None, 5e-4, "lr=0.0005")

@@ -127,3 +127,10 @@ def test_centralized_is_reproducible(make_config, table):
 def test_centralized_rejects_no_parties(make_config, table):
     with pytest.raises(ValueError, match=r"n_parties must be >= 1, got 0"):
         CentralizedWGANGP(make_config("wgan_gp"), WHOLE_SPANS, table(WHOLE_SPANS, N_ROWS, 0), 0, 0)
+
+
+def test_centralized_generator_lr_reaches_its_generator_only(make_config, table):
+    config = make_config("wgan_gp", lr=3e-4, generator_lr=1e-4)
+    model = CentralizedWGANGP(config, WHOLE_SPANS, table(WHOLE_SPANS, N_ROWS, 1), 2, seed=5)
+    rates = [[g["lr"] for g in opt.param_groups] for opt in (model.g_opt, model.d_opt)]
+    assert rates == [[1e-4], [3e-4]]

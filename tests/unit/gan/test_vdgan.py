@@ -169,3 +169,11 @@ def test_the_messages_round_trip_and_refuse_what_is_malformed():
         VDStepReply.from_content(VDStepReply(5, nan).to_content(), 5, 3, 4)
     decoded = VDDecode.from_content(VDDecode(fake).to_content(), 4)
     assert np.array_equal(decoded.rows, fake) and decoded.purpose == "publication"
+
+
+def test_generator_lr_reaches_the_server_generator_only(make_config, party_spans, party_tables):
+    config = make_config("vdgan", lr=3e-4, generator_lr=1e-4)
+    server = VDGANServer(config, party_spans[:2], seed=7)
+    client = VDGANClient(config, party_spans[0], party_tables(1, N_ROWS)[0], 11, 0)
+    rates = [[g["lr"] for g in opt.param_groups] for opt in (server.opt, client.opt)]
+    assert rates == [[1e-4], [3e-4]]

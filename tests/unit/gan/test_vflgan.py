@@ -533,3 +533,49 @@ def test_a_dp_party_update_releases_first_layer_noise_of_the_planned_size(
     difference = released[0] - released[1]
     expected = 2**0.5 * 2 * plan.clip * plan.noise_multiplier
     assert float(difference.std()) == pytest.approx(expected, rel=0.25)
+
+
+def _rates(optimizer: torch.optim.Optimizer) -> list[float]:
+    return [group["lr"] for group in optimizer.param_groups]
+
+
+def test_generator_lr_reaches_the_generators_optimizers_only(
+    make_config, party_spans, party_tables
+):
+    config = make_config("vflgan", lr=3e-4, generator_lr=1e-4)
+    party = PartyTrainer(config, party_spans[0], party_tables(1, N_ROWS)[0], SHARED_SEED, 0)
+    assert (_rates(party.g_opt), _rates(party.d_opt)) == ([1e-4], [3e-4])
+    assert _rates(ServerTrainer(config, 2, SERVER_SEED).opt) == [3e-4]
+    plain = PlainVFLGAN(config, party_spans[:2], party_tables(2, N_ROWS), SHARED_SEED, SERVER_SEED)
+    assert [_rates(p.g_opt) for p in plain.parties] == [[1e-4], [1e-4]]
+
+
+def test_generator_lr_changes_only_generator_steps_and_keeps_the_protocol_exact(
+    make_config, party_spans, party_tables
+):
+    """A distinct generator rate moves the run off the shared-rate one, a rate equal to
+    ``lr`` does not, and the federated protocol still equals the plain loop."""
+    spans, tables = party_spans[:2], party_tables(2, N_ROWS)
+    schedule = Schedule(N_ROWS, 8, 2, epochs=5, max_steps=12)
+
+    def run(**train: object) -> list[np.ndarray]:
+        config = make_config("vflgan", **train)
+        parties = [
+            PartyTrainer(config, s, d, SHARED_SEED, i)
+            for i, (s, d) in enumerate(zip(spans, tables, strict=True))
+        ]
+        server = ServerTrainer(config, 2, SERVER_SEED)
+        _drive_protocol(parties, server, schedule)
+        plain = PlainVFLGAN(config, spans, tables, SHARED_SEED, SERVER_SEED)
+        for step in range(schedule.total_steps):
+            plain.step(step, schedule.kind(step))
+        _assert_same_state([_flat(p) for p in parties], [_flat(p) for p in plain.parties])
+        return [_flat(p) for p in parties]
+
+    shared = run(lr=5e-4)
+    assert all(
+        np.array_equal(a, b) for a, b in zip(shared, run(lr=5e-4, generator_lr=5e-4), strict=True)
+    )
+    assert not any(
+        np.array_equal(a, b) for a, b in zip(shared, run(lr=5e-4, generator_lr=1e-3), strict=True)
+    )
