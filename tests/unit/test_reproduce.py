@@ -159,11 +159,11 @@ def test_vtgan_grid_trains_ctgan_once_per_seed_and_vtgan_per_client_count() -> N
     ]
     for spec in specs:
         train = spec.algorithm.train
-        # conf/algorithm/{ctgan,vtgan}.yaml's CTGAN settings, reproduce.vtgan_epochs' 30.
+        # conf/algorithm/{ctgan,vtgan}.yaml's CTGAN settings, reproduce.vtgan_epochs' 100.
         assert (train.batch_size, train.lr, train.betas, train.gp_weight) == (
             500, 2e-4, (0.5, 0.9), 10.0,
         )  # fmt: skip
-        assert train.epochs == 30
+        assert train.epochs == 100
         assert spec.evaluation.statistics and spec.evaluation.ml_efficacy
         assert not spec.evaluation.ai_utility
 
@@ -175,7 +175,7 @@ def test_vtgan_grid_follows_the_command_line_and_the_vtgan_settings() -> None:
     overrides = ("train.batch_size=100", "vtgan.g_server_blocks=2", "vtgan.g_client_blocks=0")
     central, vertical = _grid(rc, overrides)
     assert central.algorithm.train.batch_size == vertical.algorithm.train.batch_size == 100
-    assert vertical.algorithm.train.epochs == 30  # not in vtgan_epochs: vtgan.yaml's epochs
+    assert vertical.algorithm.train.epochs == 100  # not in vtgan_epochs: vtgan.yaml's epochs
     assert vertical.run_dir == Path("runs/reproduce/german_credit/vtgan-D2_0-G2_0-3parties/seed4")
     # CTGAN's own run keeps partition.n_parties whatever the counts, so it is never retrained.
     assert central.data.n_parties == 2 and vertical.data.n_parties == 3
@@ -247,7 +247,7 @@ def test_vtgan_table_lists_ctgan_under_every_client_count_with_the_f1_gap() -> N
     table = reproduce_vtgan.summarise(results)
     assert list(table["adult"]) == ["2", "3"]
     central, vertical = table["adult"]["2"]["ctgan"], table["adult"]["2"]["vtgan"]
-    assert central["seeds"] == [0, 1] and central["epochs"] == 30
+    assert central["seeds"] == [0, 1] and central["epochs"] == 100
     assert central["f1_difference"] == pytest.approx((0.11, math.sqrt(0.0002)))
     assert table["adult"]["3"]["ctgan"]["diff_corr_avg_client"] == (0.5, 0.0)
     assert central["auc_difference"][0] != central["auc_difference"][0]  # None -> NaN
@@ -267,7 +267,7 @@ def test_vtgan_table_lists_ctgan_under_every_client_count_with_the_f1_gap() -> N
         "| VT-GAN D^2_0 G^0_2 | 3 | 0.100 ± 0.000 | 0.020 ± 0.000 | 3.000 ± 0.000 | 0.800 ± 0.000 "
         "| 2.000 ± 0.000 | 0.100 ± 0.000 | 0.200 ± 0.000 | - | 20.0 ± 0.0 |",
     ]
-    assert "## adult (30 epochs)" in text and "seeds [0, 1]" in text
+    assert "## adult (100 epochs)" in text and "seeds [0, 1]" in text
     assert "2 clients +0.040, 3 clients +0.090" in text  # 0.15 - 0.11, 0.20 - 0.11
     assert "D^2_0 G^2_0 reaches an F1-score only 2.7% lower" in text
     assert "(decision tree)" in text and "stratified 20%" in text
