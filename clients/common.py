@@ -14,6 +14,7 @@ import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from flwr.app import Context, Error, Message, RecordDict
 
@@ -57,6 +58,20 @@ def guarded(
         return Message(
             Error(code=ERROR_INTERNAL, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg
         )
+
+
+def entry_point(handler: str, doc: str) -> Callable[[Any, Message, Context], Message]:
+    """A party client's Flower entry point: ``setup = entry_point("_setup", "Load ...")``
+    answers a message with the client's method ``handler`` run under :func:`guarded`
+    (its result as the reply, its failure as a Flower error reply). ``doc`` is the
+    entry point's docstring."""
+
+    def answer(self: Any, msg: Message, context: Context) -> Message:
+        return guarded(msg, context, getattr(self, handler))
+
+    answer.__doc__ = doc
+    answer.__name__ = answer.__qualname__ = handler.lstrip("_")
+    return answer
 
 
 def data_key(context: Context, data_spec: str, partition_id: int, series: bool = False) -> str:

@@ -35,7 +35,7 @@ from flwr_vflgan.runtime.codec import (
 )
 from flwr_vflgan.runtime.flat import FlatState
 
-from .common import PartyTables, data_key, guarded, node_partition_id
+from .common import PartyTables, data_key, entry_point, node_partition_id
 from .state import BlockState
 
 _CACHE_SIZE = 4
@@ -64,17 +64,15 @@ class GAFMClient:
         self._tables = PartyTables(party_features, _CACHE_SIZE)
         self._parties: OrderedDict[tuple, tuple[LocalParty, FlatState]] = OrderedDict()
 
-    def setup(self, msg: Message, context: Context) -> Message:
-        """Load the party's columns and build fresh models for a repetition."""
-        return guarded(msg, context, self._setup)
+    setup = entry_point(
+        "_setup", "Load the party's columns and build fresh models for a repetition."
+    )
 
-    def step(self, msg: Message, context: Context) -> Message:
-        """Apply the last batch's gradient, then return the cut values of the next batch."""
-        return guarded(msg, context, self._step)
+    step = entry_point(
+        "_step", "Apply the last batch's gradient, then return the cut values of the next batch."
+    )
 
-    def predict(self, msg: Message, context: Context) -> Message:
-        """Cut values of the requested rows (evaluation mode)."""
-        return guarded(msg, context, self._predict)
+    predict = entry_point("_predict", "Cut values of the requested rows (evaluation mode).")
 
     # -- handlers --------------------------------------------------------------------------
     def _setup(self, msg: Message, context: Context) -> RecordDict:

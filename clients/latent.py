@@ -41,7 +41,7 @@ from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import GenerateReply, SetupInstruction
 from flwr_vflgan.runtime.party_data import PartyData, party_block
 
-from .common import CACHE_SIZE, PartyTables, guarded, node_partition_id, party_checkpoint_dir
+from .common import CACHE_SIZE, PartyTables, entry_point, node_partition_id, party_checkpoint_dir
 from .state import BlockState
 
 log = logging.getLogger(__name__)
@@ -80,17 +80,13 @@ class LatentDiffusionClient:
         self._encodings: OrderedDict[tuple, tuple[TabularEncoder, torch.Tensor]] = OrderedDict()
 
     # -- Flower entry points -------------------------------------------------------------
-    def setup(self, msg: Message, context: Context) -> Message:
-        """Load the party's columns; report its rows and latent width."""
-        return guarded(msg, context, self._setup)
+    setup = entry_point("_setup", "Load the party's columns; report its rows and latent width.")
 
-    def encode(self, msg: Message, context: Context) -> Message:
-        """Train the autoencoder and send the latents of every row."""
-        return guarded(msg, context, self._encode)
+    encode = entry_point("_encode", "Train the autoencoder and send the latents of every row.")
 
-    def decode(self, msg: Message, context: Context) -> Message:
-        """Publication: the party's slice of the synthetic latents, decoded."""
-        return guarded(msg, context, self._decode)
+    decode = entry_point(
+        "_decode", "Publication: the party's slice of the synthetic latents, decoded."
+    )
 
     # -- handlers ------------------------------------------------------------------------
     def _setup(self, msg: Message, context: Context) -> RecordDict:

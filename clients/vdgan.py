@@ -32,7 +32,7 @@ from flwr_vflgan.runtime.rng import seed_commitment
 from .common import (
     CACHE_SIZE,
     PartyTables,
-    guarded,
+    entry_point,
     node_integer,
     node_partition_id,
     node_shared_seed,
@@ -72,17 +72,17 @@ class VDGANPartyClient:
         self._critics: OrderedDict[tuple, VDGANClient | PateClient] = OrderedDict()
 
     # -- Flower entry points -----------------------------------------------------------
-    def setup(self, msg: Message, context: Context) -> Message:
-        """Load the client's columns, build its critic, report its encoded shape."""
-        return guarded(msg, context, self._setup)
+    setup = entry_point(
+        "_setup", "Load the client's columns, build its critic, report its encoded shape."
+    )
 
-    def step(self, msg: Message, context: Context) -> Message:
-        """One iteration: ``n_critic`` critic updates, then the batch's gradient."""
-        return guarded(msg, context, self._step)
+    step = entry_point(
+        "_step", "One iteration: ``n_critic`` critic updates, then the batch's gradient."
+    )
 
-    def decode(self, msg: Message, context: Context) -> Message:
-        """Publication: the client's columns of the synthetic table, decoded."""
-        return guarded(msg, context, self._decode)
+    decode = entry_point(
+        "_decode", "Publication: the client's columns of the synthetic table, decoded."
+    )
 
     # -- handlers ----------------------------------------------------------------------
     def _setup(self, msg: Message, context: Context) -> RecordDict:

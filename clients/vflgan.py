@@ -56,7 +56,7 @@ from flwr_vflgan.series.training import SeriesParty
 from .common import (
     CACHE_SIZE,
     PartyTables,
-    guarded,
+    entry_point,
     node_integer,
     node_partition_id,
     node_shared_seed,
@@ -97,17 +97,17 @@ class VFLGANClient:
         self._trainers: OrderedDict[tuple, Trainer] = OrderedDict()
 
     # -- Flower entry points ---------------------------------------------------------
-    def setup(self, msg: Message, context: Context) -> Message:
-        """Load the party's data, build its models (or resume them) and report row count and ID digest."""
-        return guarded(msg, context, self._setup)
+    setup = entry_point(
+        "_setup",
+        "Load the party's data, build its models (or resume them) and report row count and ID digest.",
+    )
 
-    def step(self, msg: Message, context: Context) -> Message:
-        """Apply the previous step's gradients, optionally evaluate/checkpoint, run the next forward."""
-        return guarded(msg, context, self._step)
+    step = entry_point(
+        "_step",
+        "Apply the previous step's gradients, optionally evaluate/checkpoint, run the next forward.",
+    )
 
-    def generate(self, msg: Message, context: Context) -> Message:
-        """Generate and decode synthetic rows for publication."""
-        return guarded(msg, context, self._generate)
+    generate = entry_point("_generate", "Generate and decode synthetic rows for publication.")
 
     # -- setup -------------------------------------------------------------------------
     def _setup(self, msg: Message, context: Context) -> RecordDict:

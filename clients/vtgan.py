@@ -59,7 +59,7 @@ from flwr_vflgan.vtgan.privacy import VTGANPrivacy, plan_vtgan_privacy
 from .common import (
     CACHE_SIZE,
     PartyTables,
-    guarded,
+    entry_point,
     node_integer,
     node_partition_id,
     node_shared_seed,
@@ -119,21 +119,19 @@ class VTGANClient:
         self._encoders: OrderedDict[tuple, tuple[ModeSpecificEncoder, np.ndarray]] = OrderedDict()
 
     # -- Flower entry points -----------------------------------------------------------
-    def setup(self, msg: Message, context: Context) -> Message:
-        """Load and encode the client's columns; report its shape."""
-        return guarded(msg, context, self._vt_setup)
+    setup = entry_point("_vt_setup", "Load and encode the client's columns; report its shape.")
 
-    def build(self, msg: Message, context: Context) -> Message:
-        """Build the client's models with the widths the server assigned."""
-        return guarded(msg, context, self._vt_build)
+    build = entry_point(
+        "_vt_build", "Build the client's models with the widths the server assigned."
+    )
 
-    def step(self, msg: Message, context: Context) -> Message:
-        """Apply a step's gradients, run the next forward pass, sample conditions."""
-        return guarded(msg, context, self._vt_step)
+    step = entry_point(
+        "_vt_step", "Apply a step's gradients, run the next forward pass, sample conditions."
+    )
 
-    def generate(self, msg: Message, context: Context) -> Message:
-        """Publication: conditions, then decoded and shuffled synthetic rows."""
-        return guarded(msg, context, self._vt_generate)
+    generate = entry_point(
+        "_vt_generate", "Publication: conditions, then decoded and shuffled synthetic rows."
+    )
 
     # -- setup -----------------------------------------------------------------------------
     def _vt_setup(self, msg: Message, context: Context) -> RecordDict:
