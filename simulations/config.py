@@ -384,10 +384,10 @@ class ReproduceConfig:
     vtgan_epochs
         Training epochs of paper 001's rows per dataset (datasets not listed use
         ``train.epochs``: 100 from ``conf/algorithm/vtgan.yaml`` and ``ctgan.yaml``).
-        Paper 001 trains 300; 100 on Adult, the algorithm files' length, runs CTGAN once
-        and VT-GAN with 2 and 3 clients in roughly 75 minutes on two CPU cores (CTGAN
-        11-17 minutes, VT-GAN about 30 per client count, measured beside other jobs;
-        30 epochs take about 30 minutes in all).
+        Paper 001 trains 300; 100 is the algorithm files' length. On Adult on two CPU
+        cores, beside other jobs, CTGAN took 11-17 minutes and VT-GAN with 3 clients
+        30-62 at 100 epochs; VT-GAN with 2 clients was not timed at that length. At 30
+        epochs the whole grid took about 30 minutes.
     """
 
     datasets: tuple[str, ...] = ("adult", "german_credit")

@@ -52,8 +52,8 @@ from flwr_vflgan.runtime.rng import (
 )
 
 from .config import GANSettings, GSWGANSettings
-from .plain import CentralizedWGANGP, adam_for, make_critic, sample_rows
-from .vflgan import make_generator
+from .plain import CentralizedWGANGP, make_critic, sample_rows
+from .vflgan import adam, make_generator
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class CentralizedGSWGAN(CentralizedWGANGP):
         if k not in self.critics:
             with seeded_init(derive_seed(self.seed, Stream.INIT, k)):
                 critic = make_critic(self.config.model, self.data.shape[1], self._n_parties)
-            self.critics[k] = (critic, adam_for(critic, self.config, generator=False))
+            self.critics[k] = (critic, adam(critic, self.config.train, generator=False))
         return self.critics[k]
 
     def warm_up(self) -> None:
@@ -178,7 +178,7 @@ class CentralizedGSWGAN(CentralizedWGANGP):
             seed = derive_seed(self.seed, Stream.WARMUP, 0, k)
             with seeded_init(seed):
                 generator = make_generator(self.config.model, self._spans, self._n_parties)
-            optimizer = adam_for(generator, self.config, generator=True)
+            optimizer = adam(generator, self.config.train, generator=True)
             for iteration in range(iterations):
                 for d in range(cycle - 1):
                     self._critic_step(k, generator, seed, iteration * cycle + d)

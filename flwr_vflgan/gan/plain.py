@@ -230,12 +230,6 @@ def make_critic(model: ModelConfig, width: int, n_parties: int) -> nn.Module:
     return _Critic(features, head)
 
 
-def adam_for(module: nn.Module, config: GANSettings, *, generator: bool) -> torch.optim.Optimizer:
-    """Adam over ``module``'s parameters with the run's betas and the learning rate of
-    a generator or of a discriminator (``adam``)."""
-    return adam(module, config.train, generator=generator)
-
-
 class CentralizedWGANGP:
     """WGAN-GP on the concatenated table with VFLGAN's total capacity.
 
@@ -275,8 +269,8 @@ class CentralizedWGANGP:
         with seeded_init(derive_seed(seed, Stream.INIT)):
             self.generator = make_generator(model, spans, m)
             self.critic = make_critic(model, data.shape[1], m)
-        self.g_opt = adam_for(self.generator, config, generator=True)
-        self.d_opt = adam_for(self.critic, config, generator=False)
+        self.g_opt = adam(self.generator, train, generator=True)
+        self.d_opt = adam(self.critic, train, generator=False)
         self.privacy = privacy
         self.d_update = discriminator_update(privacy, derive_seed(seed, Stream.DP_NOISE))
         self._row_loss = wgan_gp_row_loss(train.gp_weight)

@@ -287,7 +287,7 @@ class VDGANClient:
         seed = derive_seed(self.shared_seed, Stream.WARMUP, 0, self.party + 1)
         with seeded_init(seed):
             generator = make_generator(model, self.spans)
-        g_opt = torch.optim.Adam(generator.parameters(), lr=train.g_lr, betas=train.betas)
+        g_opt = adam(generator, train, generator=True)
         n, batch = self.data.shape[0], train.batch_size
         schedule = Schedule(n, batch, train.n_critic, train.warmup_epochs)
         for step in range(schedule.total_steps):

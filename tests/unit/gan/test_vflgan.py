@@ -550,7 +550,7 @@ def test_generator_lr_reaches_the_generators_optimizers_only(
     assert [_rates(p.g_opt) for p in plain.parties] == [[1e-4], [1e-4]]
 
 
-def test_generator_lr_changes_only_generator_steps_and_keeps_the_protocol_exact(
+def test_generator_lr_equal_to_lr_changes_nothing_and_keeps_the_protocol_exact(
     make_config, party_spans, party_tables
 ):
     """A distinct generator rate moves the run off the shared-rate one, a rate equal to
