@@ -82,6 +82,30 @@ def _accuracy_f1(model: Any, x: np.ndarray, y: np.ndarray) -> tuple[float, float
     return float(accuracy_score(y, predicted)), _macro_f1(y, predicted)
 
 
+def _majority_baseline(
+    on_synthetic: Any, x_real: np.ndarray, y_real: np.ndarray, label: str
+) -> dict[str, float]:
+    """What TSTR is worth: the scores of always predicting the real table's most frequent
+    class, and how many classes the forest trained on the synthetic table predicts for
+    the real rows (one: its TSTR scores are that constant guess; logged as a warning)."""
+    classes, counts = np.unique(y_real, return_counts=True)
+    majority = classes[int(np.argmax(counts))]
+    constant = np.full(y_real.shape, majority, dtype=y_real.dtype)
+    predicted = np.unique(on_synthetic.predict(x_real))
+    if len(predicted) == 1:
+        logger.warning(
+            "TSTR: the forest trained on the synthetic table predicts %r for every real row "
+            "(label %r); its scores are those of a constant guess, not of a learned relation",
+            str(predicted[0]),
+            label,
+        )
+    return {
+        "majority_accuracy": float(accuracy_score(y_real, constant)),
+        "majority_f1": _macro_f1(y_real, constant),
+        "tstr_predicted_classes": float(len(predicted)),
+    }
+
+
 def _class_counts(labels: np.ndarray) -> dict[str, int]:
     classes, counts = np.unique(labels, return_counts=True)
     return {str(c): int(n) for c, n in zip(classes, counts, strict=True)}
@@ -283,7 +307,11 @@ def ai_training_utility(
         ``"tstr"``; ``"<setting>_accuracy_difference"`` and ``"<setting>_f1_difference"``,
         the absolute differences from TRTR, for the three settings; their sum
         ``"total_difference"`` (:func:`total_difference`, lower is better); and
-        ``"folds"``.
+        ``"folds"``. Beside them, what TSTR is worth: ``"majority_accuracy"`` and
+        ``"majority_f1"``, the scores on the real table of always predicting its most
+        frequent class, and ``"tstr_predicted_classes"``, how many classes the forest
+        trained on the synthetic table predicts for the real rows (1: TSTR is that
+        constant guess, and a warning says so).
 
     Raises
     ------
@@ -346,6 +374,7 @@ def ai_training_utility(
     scores["trts_accuracy"], scores["trts_f1"] = _accuracy_f1(on_real, x_synthetic, y_synthetic)
     on_synthetic = _fitted(forest, x_synthetic, y_synthetic)
     scores["tstr_accuracy"], scores["tstr_f1"] = _accuracy_f1(on_synthetic, x_real, y_real)
+    scores.update(_majority_baseline(on_synthetic, x_real, y_real, label))
 
     for setting in _SETTINGS:
         for score in _SCORES:

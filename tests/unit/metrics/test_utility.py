@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -144,6 +145,38 @@ def test_single_class_synthetic_label_gives_nan_tsts_but_trts_and_tstr():
     assert scores["tstr_accuracy"] == pytest.approx(share, abs=1e-12)
     assert scores["tstr_f1"] == pytest.approx(share / (1 + share), abs=1e-12)
     assert math.isfinite(scores["trts_accuracy"]) and math.isfinite(scores["trts_f1"])
+
+
+def test_majority_baseline_is_the_constant_guess_on_the_real_table(caplog):
+    real = _signal_table(n=500)
+    real["label"] = np.where(real["x1"] > 0.5244, "yes", "no")  # about 70 % "no"
+    share = float((real["label"] == "no").mean())
+    assert share > 0.6
+    synthetic = real.copy()
+    synthetic["label"] = "no"
+    with caplog.at_level(logging.WARNING, logger="flwr_vflgan.metrics.utility"):
+        scores = ai_training_utility(real, synthetic, label="label", **FAST)
+    # Always "no": accuracy p; F1("no") = 2p / (1 + p), F1("yes") = 0, macro p / (1 + p).
+    assert scores["majority_accuracy"] == pytest.approx(share, abs=1e-12)
+    assert scores["majority_f1"] == pytest.approx(share / (1 + share), abs=1e-12)
+    assert scores["tstr_predicted_classes"] == 1.0
+    assert scores["tstr_accuracy"] == scores["majority_accuracy"]
+    assert "predicts 'no' for every real row (label 'label')" in caplog.text
+
+
+def test_majority_baseline_comes_from_the_real_table_not_the_synthetic_one(caplog):
+    real = _signal_table(n=500)
+    real["label"] = np.where(real["x1"] > 0.5244, "yes", "no")
+    synthetic = real.copy()
+    synthetic["label"] = _inverted(real)["label"]  # "yes" is the synthetic majority
+    with caplog.at_level(logging.WARNING, logger="flwr_vflgan.metrics.utility"):
+        scores = ai_training_utility(real, synthetic, label="label", **FAST)
+    assert scores["majority_accuracy"] == pytest.approx(
+        float((real["label"] == "no").mean()), abs=1e-12
+    )
+    # The inverted relation is still a relation: the forest predicts both classes.
+    assert scores["tstr_predicted_classes"] == 2.0
+    assert "constant guess" not in caplog.text
 
 
 def test_labels_compare_as_strings():
