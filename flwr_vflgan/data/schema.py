@@ -313,7 +313,8 @@ def infer_schema(
     declared ``"categorical"``, which is what a label usually wants. An undeclared
     whole-number column whose values are distinct consecutive integers (at least
     :data:`ROW_INDEX_MIN_ROWS` rows, none missing) numbers the rows and is refused as a
-    likely row ID, as a text column with too many distinct values is.
+    likely row ID, as a text column with too many distinct values is (as dates, which are
+    not modelled, when every non-blank value is an ISO 8601 date or time).
     """
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
@@ -346,6 +347,25 @@ def infer_schema(
     return schema
 
 
+def _refuse_dates(series: pd.Series) -> None:
+    """Refuse a text column whose every non-blank value is an ISO 8601 date or time
+    (``YYYY-MM-DD``, optionally followed by a time) with a message that says so: dates are
+    not modelled, and the generic refusal would call them an ID or free text."""
+    present = series.dropna().astype(str).str.strip()
+    present = present[present != ""]
+    if present.empty or not present.str.match(r"\d{4}-\d{2}-\d{2}").all():
+        return
+    parsed = pd.to_datetime(present, errors="coerce", format="ISO8601", utc=True)
+    if parsed.isna().any():
+        return
+    name = series.name
+    raise ValueError(
+        f"column {name!r} holds dates ({present.nunique()} distinct values such as "
+        f"{present.iloc[0]!r}), which are not modelled: leave it out (dataset.drop=[{name}]) "
+        "or store it as a number (for example days since a reference date)"
+    )
+
+
 def _infer_kind(series: pd.Series, max_categories: int) -> ColumnKind:
     dtype = series.dtype
     name = series.name
@@ -354,6 +374,7 @@ def _infer_kind(series: pd.Series, max_categories: int) -> ColumnKind:
     if ptypes.is_object_dtype(dtype) or ptypes.is_string_dtype(dtype):
         n_distinct = int(series.nunique(dropna=True))
         if n_distinct > max_categories:
+            _refuse_dates(series)
             raise ValueError(
                 f"column {name!r} has {n_distinct} distinct text values, more than "
                 f"max_categories={max_categories}; it looks like an ID or free text: drop it "

@@ -209,7 +209,10 @@ def _skip_reason(group: str, config: EvaluationConfig, label: str | None, image:
     if image and group in ("statistics", "avd", "ai_utility", "ml_efficacy"):
         return "image table: paper 000 evaluates images with the autoencoder FD and inception score"
     if group in ("ai_utility", "ml_efficacy", "images") and label is None:
-        return "no label column (set label=... or declare one in the schema)"
+        return (
+            "no label column: name one (dataset.label=COLUMN when training, label=COLUMN "
+            "in simulations.evaluate) or declare it in the table's schema"
+        )
     return ""
 
 

@@ -225,6 +225,27 @@ class TestInferSchema:
         ):
             infer_schema(frame, max_categories=3)
 
+    def test_a_text_column_of_iso_dates_is_refused_as_dates(self) -> None:
+        stamps = ["2020-01-01", "2020-01-02 10:30:00", " 2020-01-03T08:00:00+01:00", "", None]
+        frame = pd.DataFrame({"Date": stamps})
+        with pytest.raises(
+            ValueError,
+            match=r"column 'Date' holds dates \(3 distinct values such as '2020-01-01'\), "
+            r"which are not modelled: leave it out \(dataset.drop=\[Date\]\)",
+        ):
+            infer_schema(frame, max_categories=2)
+        # a few distinct dates stay categories, as any short list of text values does
+        assert infer_schema(frame, max_categories=5).kind_of("Date") is CAT
+
+    def test_text_that_only_looks_like_dates_keeps_the_id_message(self) -> None:
+        for values in (
+            ["2020-01-01", "2020-01-02", "2020-02-30"],  # no February 30th
+            ["20200101", "20200102", "20200103"],  # compact: an ID as often as a date
+            ["2020-01-01", "2020-01-02", "tomorrow"],
+        ):
+            with pytest.raises(ValueError, match=r"distinct text values.*ID or free text"):
+                infer_schema(pd.DataFrame({"x": values}), max_categories=2)
+
     def test_a_column_that_numbers_the_rows_is_refused_as_an_id(self) -> None:
         ids = np.random.default_rng(0).permutation(np.arange(1, 31))
         frame = pd.DataFrame({"Id": ids, "x": np.linspace(0.0, 1.0, 30)})

@@ -134,6 +134,9 @@ def test_groups_without_a_label_or_switched_off_are_skipped_with_the_reason(
     assert set(out.metrics) == {"fidelity"}
     assert out.skipped["avd"] == "switched off (evaluation.avd=false)"
     assert out.skipped["ai_utility"].startswith("no label column")
+    # The key to set, for a training run and for simulations.evaluate.
+    assert "dataset.label=COLUMN when training" in out.skipped["ai_utility"]
+    assert "label=COLUMN in simulations.evaluate" in out.skipped["ai_utility"]
     assert out.skipped["ml_efficacy"].startswith("no label column")
 
 
