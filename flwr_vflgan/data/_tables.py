@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import pandas as pd
+
+logger = logging.getLogger(__name__)
 
 TableFormat = Literal["csv", "tsv", "parquet"]
 
@@ -31,6 +35,54 @@ def table_format(path: Path) -> TableFormat:
     raise ValueError(
         f"unsupported table file extension for {path}; supported: {list(SUPPORTED_SUFFIXES)}"
     )
+
+
+_OTHER_SEPARATORS = (";", "\t", "|")
+
+
+def csv_separator(path: Path) -> str:
+    """The field separator of a ``.csv`` (or ``.csv.gz``) file: ``","``, unless its header
+    line has no comma and exactly one of ``;``, tab and ``|`` (the export of a spreadsheet
+    in a locale whose decimal mark is the comma, for example)."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+        header = handle.readline()
+    if "," in header:
+        return ","
+    found = [separator for separator in _OTHER_SEPARATORS if separator in header]
+    if len(found) != 1:
+        return ","
+    separator = found[0]
+    logger.info(
+        "%s: its header has no comma but %r: reading it as %r-separated", path, separator, separator
+    )
+    return separator
+
+
+def _decimal_commas(frame: pd.DataFrame, path: Path, keep_text: Sequence[str]) -> pd.DataFrame:
+    """``frame`` with every text column (but those in ``keep_text``) whose non-blank values
+    are all numbers written with a decimal comma (``79,5``; at least one comma, no point)
+    read as numbers: a ``;``-separated file comes from a locale that writes them so. One
+    log line each."""
+    out = frame
+    for name in frame.columns:
+        if name in keep_text:
+            continue
+        series = frame[name]
+        if not (pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series)):
+            continue
+        text = series.astype("string").str.strip()
+        present = text[text.notna() & (text != "")]
+        if present.empty or not present.str.fullmatch(r"[+-]?\d+(,\d+)?").all():
+            continue
+        if not present.str.contains(",", regex=False).any():
+            continue
+        if out is frame:
+            out = frame.copy()
+        numbers = pd.to_numeric(text.str.replace(",", ".", regex=False).where(text != ""))
+        out[name] = numbers.to_numpy(dtype="float64", na_value=float("nan"))
+        logger.info("%s: column %r holds numbers with a decimal comma: read as numbers", path, name)
+    return out
 
 
 def table_stem(path: Path) -> str:
@@ -61,13 +113,16 @@ def read_table(
         raise ValueError(f"table path {path} is not a file")
     if path.stat().st_size == 0:
         raise ValueError(f"table file {path} is empty")
+    separator = "\t"
     try:
+        if fmt == "csv":
+            separator = csv_separator(path)
         if fmt == "parquet":
             frame = pd.read_parquet(path)
         else:
             frame = pd.read_csv(
                 path,
-                sep="," if fmt == "csv" else "\t",
+                sep=separator,
                 na_values=list(na_values),
                 keep_default_na=False,
                 dtype=dict.fromkeys(text_columns, str) or None,
@@ -80,6 +135,8 @@ def read_table(
         raise OSError(f"cannot read table file {path}: {exc}") from exc
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise ValueError(f"cannot parse table file {path}: {exc}") from exc
+    if separator == ";" and fmt == "csv":
+        frame = _decimal_commas(frame, path, keep_text=text_columns)
     if frame.shape[1] == 0:
         raise ValueError(f"table file {path} has no columns")
     if len(frame) == 0:
