@@ -59,6 +59,34 @@ def csv_separator(path: Path) -> str:
     return separator
 
 
+def _read_text_table(
+    path: Path, separator: str, na_values: Sequence[str], text_columns: Sequence[str]
+) -> pd.DataFrame:
+    """``pd.read_csv`` in UTF-8, or in Windows-1252 (a spreadsheet's plain "CSV" export in
+    Western locales) with a warning when the file is not UTF-8."""
+    options = {
+        "sep": separator,
+        "na_values": list(na_values),
+        "keep_default_na": False,
+        "dtype": dict.fromkeys(text_columns, str) or None,
+    }
+    try:
+        return pd.read_csv(path, encoding="utf-8", **options)
+    except UnicodeDecodeError as exc:
+        try:
+            frame = pd.read_csv(path, encoding="cp1252", **options)
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"{path} is neither UTF-8 nor Windows-1252 ({exc.reason}): save it as UTF-8"
+            ) from exc
+        logger.warning(
+            "%s is not UTF-8 (%s): read as Windows-1252; save it as UTF-8 if its text looks wrong",
+            path,
+            exc.reason,
+        )
+        return frame
+
+
 def _decimal_commas(frame: pd.DataFrame, path: Path, keep_text: Sequence[str]) -> pd.DataFrame:
     """``frame`` with every text column (but those in ``keep_text``) whose non-blank values
     are all numbers written with a decimal comma (``79,5``; at least one comma, no point)
@@ -120,13 +148,7 @@ def read_table(
         if fmt == "parquet":
             frame = pd.read_parquet(path)
         else:
-            frame = pd.read_csv(
-                path,
-                sep=separator,
-                na_values=list(na_values),
-                keep_default_na=False,
-                dtype=dict.fromkeys(text_columns, str) or None,
-            )
+            frame = _read_text_table(path, separator, na_values, text_columns)
     except ImportError as exc:
         raise ImportError(f"reading {path} needs pyarrow: pip install pyarrow ({exc})") from exc
     except pd.errors.EmptyDataError:

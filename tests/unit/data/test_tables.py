@@ -88,3 +88,27 @@ def test_a_semicolon_table_with_decimal_commas_loads_with_numeric_kinds(tmp_path
     assert dataset.schema.kind_of("income") is ColumnKind.CONTINUOUS
     assert dataset.schema.kind_of("city") is ColumnKind.CATEGORICAL
     assert dataset.frame["income"].iloc[1] == 15.25
+
+
+def test_a_windows_1252_file_is_read_with_a_warning(tmp_path: Path, caplog):
+    path = tmp_path / "t.csv"
+    path.write_bytes("city;n\nNîmes;1\nSète;2\n".encode("cp1252"))
+    with caplog.at_level(logging.WARNING, logger="flwr_vflgan.data._tables"):
+        frame = read_table(path, na_values=NA)
+    assert frame["city"].tolist() == ["Nîmes", "Sète"]
+    assert "is not UTF-8" in caplog.text and "read as Windows-1252" in caplog.text
+
+
+def test_a_file_in_neither_encoding_is_refused_by_name(tmp_path: Path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"a,b\n\x81\x8d,1\n")  # undefined in Windows-1252, invalid UTF-8
+    with pytest.raises(
+        ValueError, match=r"t.csv is neither UTF-8 nor Windows-1252.*save it as UTF-8"
+    ):
+        read_table(path, na_values=NA)
+
+
+def test_a_utf8_file_with_a_byte_order_mark_keeps_its_first_column_name(tmp_path: Path):
+    path = tmp_path / "t.csv"
+    path.write_bytes("Id;x\n1;2\n".encode("utf-8-sig"))
+    assert list(read_table(path, na_values=NA).columns) == ["Id", "x"]
