@@ -287,6 +287,11 @@ class EvaluateSpec:
         Or: the number of parties of the even split the training used.
     title
         Heading of ``report.md``.
+    id_column
+        The real file's ID column, left out of every table (``dataset.id_column`` of the
+        training run).
+    drop
+        Columns left out of every table that has them (``dataset.drop`` of the run).
     """
 
     real: str
@@ -299,6 +304,8 @@ class EvaluateSpec:
     parties: list[list[str]] | None = None
     n_parties: int | None = None
     title: str | None = None
+    id_column: str | None = None
+    drop: list[str] | None = None
 
     def __post_init__(self) -> None:
         for name in ("real", "synthetic"):
@@ -324,6 +331,8 @@ def evaluate_node() -> dict[str, Any]:
         "parties": None,
         "n_parties": None,
         "title": None,
+        "id_column": None,
+        "drop": None,
         "evaluation": EvaluationConfig().to_dict(),
     }
 

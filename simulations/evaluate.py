@@ -3,6 +3,8 @@
     python -m simulations.evaluate real=adult synthetic=runs/vflgan-adult/synthetic.csv
     python -m simulations.evaluate real=data/real.csv synthetic=data/synth.csv label=y \\
         'declared={zip: categorical}' n_parties=2 evaluation.cv_folds=10 hydra.run.dir=OUT
+    python -m simulations.evaluate real=data/real.csv synthetic=runs/mine/synthetic.csv \\
+        label=y id_column=Id 'drop=[notes]'      # the run's dataset.id_column and .drop
 
 ``real`` is a built-in dataset name or a CSV/Parquet file; ``synthetic`` (and the
 optional ``holdout`` of real rows the generator never saw) a file with the same columns.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from omegaconf import DictConfig
 
 from flwr_vflgan.data import Dataset, Schema, list_datasets, load_dataset, load_table
 from flwr_vflgan.data.partition import partition_columns
-from flwr_vflgan.data.registry import image_shape_of
+from flwr_vflgan.data.registry import drop_columns, image_shape_of
 from flwr_vflgan.evaluation import EvaluationConfig, evaluate_tables
 from flwr_vflgan.evaluation.report import write_report
 from flwr_vflgan.simulations.cli import run_hydra_main
@@ -37,10 +40,32 @@ log = logging.getLogger(__name__)
 register_configs()
 
 
+# The loaders name the training run's keys in their advice; this command's are flat.
+_RUN_KEYS = ("dataset.id_column=", "dataset.drop=", "dataset.declared=", "dataset.label=")
+
+
 def load_real(spec: EvaluateSpec) -> Dataset:
-    """The real table: a built-in dataset by name, else a file."""
+    """The real table: a built-in dataset by name, else a file (its advice in this
+    command's keys: ``id_column=`` for the run's ``dataset.id_column=``, ...)."""
+    try:
+        return _load_real(spec)
+    except ValueError as exc:
+        message = str(exc)
+        for key in _RUN_KEYS:
+            message = message.replace(key, key.removeprefix("dataset."))
+        raise ValueError(message) from exc
+
+
+def _load_real(spec: EvaluateSpec) -> Dataset:
     if spec.real in list_datasets():
+        if spec.id_column is not None:
+            raise ValueError(
+                f"id_column= names the ID column of a file; the built-in dataset "
+                f"{spec.real!r} has none"
+            )
         dataset = load_dataset(spec.real, data_dir=spec.data_dir, file=spec.file)
+        if spec.drop:
+            dataset = drop_columns(dataset, spec.drop)
         if spec.label is not None and spec.label != dataset.schema.label:
             return Dataset(
                 dataset.name, dataset.frame, Schema(dataset.schema.columns, label=spec.label)
@@ -56,14 +81,21 @@ def load_real(spec: EvaluateSpec) -> Dataset:
         raise ValueError(
             f"real={spec.real!r} is neither a built-in dataset {list_datasets()} nor a file path"
         )
-    return load_table(path, schema=spec.declared or None, label=spec.label)[0]
+    return load_table(
+        path,
+        schema=spec.declared or None,
+        label=spec.label,
+        id_column=spec.id_column,
+        drop=spec.drop or (),
+    )[0]
 
 
-def load_other(path: str, what: str) -> pd.DataFrame:
-    """A synthetic or holdout file, read without a schema (the real table's is used)."""
+def load_other(path: str, what: str, leave_out: Sequence[str] = ()) -> pd.DataFrame:
+    """A synthetic or holdout file, read without a schema (the real table's is used),
+    without the columns ``leave_out`` where it has them."""
     if not Path(path).suffix:
         raise ValueError(f"{what}={path!r} must be a CSV or Parquet file path")
-    return load_table(path)[0].frame
+    return load_table(path, leave_out=leave_out)[0].frame
 
 
 def evaluate_files(
@@ -71,8 +103,9 @@ def evaluate_files(
 ) -> dict[str, Any]:
     """Evaluate the spec's pair and write metrics.json, report.md and plots into ``out_dir``."""
     real = load_real(spec)
-    synthetic = load_other(spec.synthetic, "synthetic")
-    holdout = load_other(spec.holdout, "holdout") if spec.holdout else None
+    leave_out = [name for name in (spec.id_column, *(spec.drop or ())) if name is not None]
+    synthetic = load_other(spec.synthetic, "synthetic", leave_out)
+    holdout = load_other(spec.holdout, "holdout", leave_out) if spec.holdout else None
     if config.image_shape is None and image_shape_of(spec.real) is not None:
         config = replace(config, image_shape=image_shape_of(spec.real))
     parties = spec.parties

@@ -218,6 +218,7 @@ def load_table(
     id_column: str | None = None,
     na_values: Sequence[str] = ("", "?", "NA", "NaN"),
     drop: Sequence[str] = (),
+    leave_out: Sequence[str] = (),
 ) -> tuple[Dataset, pd.Series | None]:
     """Load a user table from ``.csv``, ``.csv.gz``, ``.tsv``, ``.tsv.gz``, ``.parquet`` or ``.pq``.
 
@@ -236,6 +237,9 @@ def load_table(
         Strings read as missing in CSV/TSV files (Parquet has real nulls).
     drop
         Columns to leave out before anything is inferred (free text, IDs, leaks).
+    leave_out
+        Columns to leave out where the file has them (a synthetic table may lack the real
+        table's ID and dropped columns); unlike ``drop``, an absent one is no error.
 
     Returns
     -------
@@ -258,6 +262,7 @@ def load_table(
     file_path = Path(path)
     table_format(file_path)  # unsupported extensions fail before touching the disk
     frame = read_table(file_path, na_values=na_values)
+    frame = frame.drop(columns=[name for name in leave_out if name in frame.columns])
     ids = None
     if id_column is not None:
         ids = check_id_column(frame, id_column, where=str(file_path))
