@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +111,62 @@ def test_dataset_drop_leaves_columns_out_and_names_unknown_ones(tmp_path: Path):
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = done.stderr.strip().splitlines()
     assert "dataset.drop names columns that" in line and "['Idd']" in line, line
+
+
+def test_a_spreadsheet_export_trains_and_evaluates_against_itself(tmp_path: Path):
+    """A Western-locale spreadsheet's "CSV": Windows-1252, ';'-separated, decimal commas,
+    an ID column and a column of dates. The dates are refused by name; left out, the table
+    trains, its numbers stay numbers, and simulations.evaluate compares the published table
+    with the same file given the run's id_column and drop."""
+    table = tmp_path / "export.csv"
+    rows = [
+        f"{i};{['Nîmes', 'Sète', 'Lyon'][i % 3]};{i % 9},{i % 4}5;{day.date()};"
+        f"{'oui' if i % 3 else 'non'}"
+        for i, day in enumerate(pd.date_range("2024-01-01", periods=200), start=1)
+    ]
+    table.write_bytes("\n".join(["Id;ville;montant;date;label", *rows, ""]).encode("cp1252"))
+    common = (
+        "dataset=csv",
+        f"dataset.source={table}",
+        "dataset.id_column=Id",
+        "train.batch_size=16",
+    )
+    done = _run("simulations.run", *common, f"hydra.run.dir={tmp_path / 'a'}")
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert "column 'date' holds dates" in line and "dataset.drop=[date]" in line, line
+    out = tmp_path / "run"
+    done = _run(
+        "simulations.run",
+        *common,
+        "dataset.drop=[date]",
+        "dataset.label=label",
+        "train.max_steps=4",
+        "output.evaluate=false",
+        f"hydra.run.dir={out}",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stdout + done.stderr
+    assert "read as Windows-1252" in said and "decimal comma" in said, said[-2000:]
+    published = (out / "synthetic.csv").read_text(encoding="utf-8").splitlines()
+    assert published[0] == "ville,montant,label", published[0]
+    cities = {row.split(",")[0] for row in published[1:]}
+    assert cities <= {"Nîmes", "Sète", "Lyon"}, cities  # decoded, not mojibake
+    assert all(float(row.split(",")[1]) >= 0 for row in published[1:])  # a number
+    done = _run(
+        "simulations.evaluate",
+        f"real={table}",
+        f"synthetic={out / 'synthetic.csv'}",
+        "label=label",
+        "id_column=Id",
+        "drop=[date]",
+        "evaluation.ai_utility=false",
+        "evaluation.ml_efficacy=false",
+        "evaluation.privacy=false",
+        f"hydra.run.dir={tmp_path / 'eval'}",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "eval" / "metrics.json").exists()
 
 
 def test_each_epoch_prints_once_and_the_log_file_keeps_it(tmp_path: Path):
