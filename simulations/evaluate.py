@@ -41,7 +41,7 @@ register_configs()
 
 
 # The loaders name the training run's keys in their advice; this command's are flat.
-_RUN_KEYS = ("dataset.id_column=", "dataset.drop=", "dataset.declared=", "dataset.label=")
+_RUN_KEYS = ("dataset.id_column", "dataset.drop", "dataset.declared", "dataset.label")
 
 
 def load_real(spec: EvaluateSpec) -> Dataset:
@@ -53,6 +53,8 @@ def load_real(spec: EvaluateSpec) -> Dataset:
         message = str(exc)
         for key in _RUN_KEYS:
             message = message.replace(key, key.removeprefix("dataset."))
+        if message == str(exc):
+            raise
         raise ValueError(message) from exc
 
 

@@ -68,3 +68,14 @@ def test_id_column_is_refused_for_a_built_in_dataset_and_drop_applies() -> None:
         load_real(EvaluateSpec(real="adult", synthetic="s.csv", id_column="Id"))
     dataset = load_real(EvaluateSpec(real="adult", synthetic="s.csv", drop=["fnlwgt"]))
     assert "fnlwgt" not in dataset.schema.names and "fnlwgt" not in dataset.frame.columns
+
+
+def test_an_unknown_drop_is_refused_in_this_commands_keys(tmp_path: Path) -> None:
+    spec = EvaluateSpec(
+        real=str(_user_table(tmp_path / "real.csv")),
+        synthetic="s.csv",
+        id_column="Id",
+        drop=["nope"],
+    )
+    with pytest.raises(ValueError, match=r"^drop names columns that .* does not have: \['nope'\]"):
+        load_real(spec)
