@@ -316,6 +316,16 @@ class EvaluateSpec:
             raise ValueError("give parties=[[...], ...] or n_parties=N, not both")
         if self.n_parties is not None and self.n_parties < 1:
             raise ValueError(f"n_parties must be >= 1, got {self.n_parties}")
+        if self.id_column is not None and (
+            not isinstance(self.id_column, str) or not self.id_column
+        ):
+            raise ValueError(f"id_column= must name a column, got {self.id_column!r}")
+        if self.drop is not None and (
+            isinstance(self.drop, str) or not all(isinstance(c, str) and c for c in self.drop)
+        ):
+            raise ValueError(
+                f"drop= must be a list of column names ('drop=[a,b]'), got {self.drop!r}"
+            )
 
 
 def evaluate_node() -> dict[str, Any]:

@@ -83,15 +83,16 @@ def _accuracy_f1(model: Any, x: np.ndarray, y: np.ndarray) -> tuple[float, float
 
 
 def _majority_baseline(
-    on_synthetic: Any, x_real: np.ndarray, y_real: np.ndarray, label: str
+    tstr_predictions: np.ndarray, y_real: np.ndarray, label: str
 ) -> dict[str, float]:
     """What TSTR is worth: the scores of always predicting the real table's most frequent
     class, and how many classes the forest trained on the synthetic table predicts for
-    the real rows (one: its TSTR scores are that constant guess; logged as a warning)."""
+    the real rows (``tstr_predictions``; one: its TSTR scores are that constant guess,
+    logged as a warning)."""
     classes, counts = np.unique(y_real, return_counts=True)
     majority = classes[int(np.argmax(counts))]
     constant = np.full(y_real.shape, majority, dtype=y_real.dtype)
-    predicted = np.unique(on_synthetic.predict(x_real))
+    predicted = np.unique(tstr_predictions)
     if len(predicted) == 1:
         logger.warning(
             "TSTR: the forest trained on the synthetic table predicts %r for every real row "
@@ -373,8 +374,10 @@ def ai_training_utility(
     on_real = _fitted(forest, x_real, y_real)
     scores["trts_accuracy"], scores["trts_f1"] = _accuracy_f1(on_real, x_synthetic, y_synthetic)
     on_synthetic = _fitted(forest, x_synthetic, y_synthetic)
-    scores["tstr_accuracy"], scores["tstr_f1"] = _accuracy_f1(on_synthetic, x_real, y_real)
-    scores.update(_majority_baseline(on_synthetic, x_real, y_real, label))
+    tstr_predictions = on_synthetic.predict(x_real)
+    scores["tstr_accuracy"] = float(accuracy_score(y_real, tstr_predictions))
+    scores["tstr_f1"] = _macro_f1(y_real, tstr_predictions)
+    scores.update(_majority_baseline(tstr_predictions, y_real, label))
 
     for setting in _SETTINGS:
         for score in _SCORES:

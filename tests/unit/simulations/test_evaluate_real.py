@@ -79,3 +79,19 @@ def test_an_unknown_drop_is_refused_in_this_commands_keys(tmp_path: Path) -> Non
     )
     with pytest.raises(ValueError, match=r"^drop names columns that .* does not have: \['nope'\]"):
         load_real(spec)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (
+            {"drop": "notes"},
+            r"drop= must be a list of column names \('drop=\[a,b\]'\), got 'notes'",
+        ),
+        ({"drop": ["notes", ""]}, r"drop= must be a list of column names"),
+        ({"id_column": ""}, r"id_column= must name a column, got ''"),
+    ],
+)
+def test_bad_id_column_and_drop_are_refused_by_name(kwargs, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        EvaluateSpec(real="r.csv", synthetic="s.csv", **kwargs)
