@@ -47,6 +47,10 @@ CLIENT_FAMILIES: dict[str, ClientFamily] = {
         "flwr_vflgan.clients.latent:LatentDiffusionClient",
         {P.LD_SETUP: "setup", P.LD_ENCODE: "encode", P.LD_DECODE: "decode"},
     ),
+    "dplt": ClientFamily(
+        "flwr_vflgan.clients.dplt:DPLTClient",
+        {P.DL_SETUP: "setup", P.DL_LATENTS: "latents", P.DL_DECODE: "decode"},
+    ),
     "keys": ClientFamily(
         "flwr_vflgan.clients.keys:KeyAgreementClient",
         {P.KEY_OFFER: "offer", P.KEY_SEAL: "seal", P.KEY_OPEN: "open"},

@@ -11,7 +11,6 @@ autoencoder from its checkpoint; one that has none cannot decode them and says s
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 from collections import OrderedDict
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.data.encoder import TabularEncoder
@@ -103,7 +102,7 @@ class LatentDiffusionClient:
         context.state.pop(P.LD_STATE_MODEL, None)
         if setup.resume_step not in (P.NO_STEP, 0):
             self._resume(context, meta, data)
-        context.state[P.LD_STATE_META] = ConfigRecord({"json": meta.to_json()})
+        meta.store(context, P.LD_STATE_META)
         return LatentSetupReply(
             partition_id=partition_id,
             n_rows=data.n_rows,
@@ -166,15 +165,11 @@ class LatentDiffusionClient:
         request = DecodeRequest.from_content(msg.content, width)
         encoder, _ = self._encoding(meta, data)
         frame = encoder.inverse_transform(decode_latents(model, request.latents, encoder.spans))
-        buffer = io.BytesIO()
-        frame.to_parquet(buffer, index=False)
-        return GenerateReply(buffer.getvalue(), len(frame)).to_content()
+        return GenerateReply.of_frame(frame).to_content()
 
     # -- state ---------------------------------------------------------------------------
     def _meta(self, context: Context) -> tuple[LatentPartyMeta, PartyData]:
-        if P.LD_STATE_META not in context.state:
-            raise ProtocolError("received a message before setup: no state for the run")
-        meta = LatentPartyMeta.from_json(str(context.state[P.LD_STATE_META]["json"]))
+        meta = LatentPartyMeta.stored(context, P.LD_STATE_META)
         return meta, self._tables.load(meta.data_key)
 
     def _keep(self, context: Context, meta: LatentPartyMeta, model: PartyAutoencoder) -> None:
@@ -182,7 +177,7 @@ class LatentDiffusionClient:
         meta.trained = True
         state = autoencoder_state(model)
         context.state[P.LD_STATE_MODEL] = ArrayRecord({k: _array(v) for k, v in state.items()})
-        context.state[P.LD_STATE_META] = ConfigRecord({"json": meta.to_json()})
+        meta.store(context, P.LD_STATE_META)
         self._cache(context, meta, model)
 
     def _cache(self, context: Context, meta: LatentPartyMeta, model: PartyAutoencoder) -> None:

@@ -60,6 +60,23 @@ class BlockState:
             values["pending"] = StepBlock(*values["pending"])
         return cls(**values)
 
+    @classmethod
+    def stored(cls: type[Meta], context: Context, key: str) -> Meta:
+        """The state :meth:`store` kept under ``key`` in ``context.state``.
+
+        Raises
+        ------
+        ProtocolError
+            There is none: a message came before setup.
+        """
+        if key not in context.state:
+            raise ProtocolError("received a message before setup: no state for the run")
+        return cls.from_json(str(context.state[key]["json"]))
+
+    def store(self, context: Context, key: str) -> None:
+        """Keep this state under ``key`` in ``context.state`` (JSON in a ConfigRecord)."""
+        context.state[key] = ConfigRecord({"json": self.to_json()})
+
 
 _SAVED: weakref.WeakKeyDictionary[FlatState, tuple[bytes, tuple[int, ...]]] = (
     weakref.WeakKeyDictionary()

@@ -7,7 +7,6 @@ state back and replies; a malformed or out-of-order message gets a Flower error 
 
 from __future__ import annotations
 
-import io
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -148,10 +147,8 @@ class VDGANPartyClient:
         meta, data = self._meta(context)
         request = VDDecode.from_content(msg.content, data.encoder.output_dim)
         frame = data.encoder.inverse_transform(request.rows)
-        buffer = io.BytesIO()
-        frame.to_parquet(buffer, index=False)
         spent = json.dumps(_summary(meta)) if meta.privacy else ""
-        return GenerateReply(buffer.getvalue(), len(request.rows), spent).to_content()
+        return GenerateReply.of_frame(frame, spent).to_content()
 
     # -- state ---------------------------------------------------------------------------
     def _meta(self, context: Context) -> tuple[VDPartyMeta, PartyData]:

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from flwr_vflgan.checked import build_checked
+from flwr_vflgan.dplt.config import DPLTSettings
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.gan.config import GSWGANSettings, ModelConfig, TrainConfig
 from flwr_vflgan.latent.config import LatentSettings
@@ -70,6 +71,9 @@ class Variant(StrEnum):
     MST = "mst"
     """MST (McKenna, Miklau and Sheldon 2021): centralized DP synthesis from a tree of
     noisy two-way marginals."""
+    DPLT = "dplt"
+    """DPLT (Tang et al. 2019; papers 000 and 004's pure epsilon-DP baseline): a latent
+    tree over every party's grouped binary attributes, its statistics noised."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class VFLGANConfig:
     """The autoencoders' and the diffusion model's settings (``latent_diffusion`` only)."""
     gs_wgan: GSWGANSettings = field(default_factory=GSWGANSettings)
     """GS-WGAN's discriminator count and drift penalty (``gs_wgan`` only)."""
+    dplt: DPLTSettings = field(default_factory=DPLTSettings)
+    """The latent tree's coding, groups, latent states and budget split (``dplt`` only)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.variant, Variant):
@@ -112,6 +118,8 @@ class VFLGANConfig:
             object.__setattr__(self, "latent", LatentSettings.from_dict(self.latent))
         if isinstance(self.gs_wgan, dict):
             object.__setattr__(self, "gs_wgan", GSWGANSettings.from_dict(self.gs_wgan))
+        if isinstance(self.dplt, dict):
+            object.__setattr__(self, "dplt", DPLTSettings.from_dict(self.dplt))
         self._check_series()
         self._check_marginal()
         self._check_vdgan()
@@ -174,7 +182,7 @@ class VFLGANConfig:
             )
 
     def _check_marginal(self) -> None:
-        if not self.is_marginal:
+        if not (self.is_marginal or self.is_dplt):
             return
         if self.dp.mechanism is not Mechanism.END_TO_END:
             raise ValueError(
@@ -187,6 +195,11 @@ class VFLGANConfig:
                 f"algorithm={self.variant.value} sets its own noise from dp.target_epsilon and "
                 "dp.delta and publishes one table: remove dp.noise_multiplier and "
                 "dp.select_by_fd"
+            )
+        if self.is_dplt and self.train.steps_per_exchange != 1:
+            raise ValueError(
+                f"train.steps_per_exchange={self.train.steps_per_exchange}: dplt exchanges "
+                "once each way; remove it"
             )
 
     def _check_gs_wgan(self) -> None:
@@ -276,6 +289,11 @@ class VFLGANConfig:
         return self.variant is Variant.VFLGAN_TS
 
     @property
+    def is_dplt(self) -> bool:
+        """Whether this is the DPLT baseline (a latent tree over the parties' bits)."""
+        return self.variant is Variant.DPLT
+
+    @property
     def is_marginal(self) -> bool:
         """Whether this is a marginal-based DP baseline (AIM or MST)."""
         return self.variant in (Variant.AIM, Variant.MST)
@@ -325,6 +343,7 @@ class VFLGANConfig:
         out["series"] = self.series.to_dict()
         out["latent"] = self.latent.to_dict()
         out["gs_wgan"] = self.gs_wgan.to_dict()
+        out["dplt"] = self.dplt.to_dict()
         return out
 
     @classmethod
@@ -340,11 +359,12 @@ class VFLGANConfig:
         series = SeriesSettings.from_dict(dict(data.pop("series", {}) or {}))
         latent = LatentSettings.from_dict(dict(data.pop("latent", {}) or {}))
         gs_wgan = GSWGANSettings.from_dict(dict(data.pop("gs_wgan", {}) or {}))
+        dplt = DPLTSettings.from_dict(dict(data.pop("dplt", {}) or {}))
         variant = data.pop("variant", Variant.VFLGAN.value)
         if data:
             raise ValueError(
                 f"unknown VFLGAN config keys {sorted(data)}; valid: "
-                "['dp', 'gafm', 'gs_wgan', 'latent', 'marginals', 'model', 'series', 'train', "
+                "['dp', 'dplt', 'gafm', 'gs_wgan', 'latent', 'marginals', 'model', 'series', 'train', "
                 "'variant', 'vtgan']"
             )
         return cls(
@@ -358,6 +378,7 @@ class VFLGANConfig:
             series=series,
             latent=latent,
             gs_wgan=gs_wgan,
+            dplt=dplt,
         )
 
 

@@ -100,32 +100,51 @@ def runtime_row(spec: RunSpec, runtime: Literal["inprocess", "simulation"]) -> d
     return row
 
 
-def measure(cfg: DictConfig) -> dict[str, Any]:
-    """The family's benchmark: each runtime's phases and bytes, and a party's peak RSS,
-    printed as taken."""
-    bench = cfg.get("bench", {})
-    runtimes: Sequence[str] = list(bench.get("runtimes", ["inprocess"]))
+def bench_runtimes(cfg: DictConfig) -> list[str]:
+    """``bench.runtimes`` (default: the in-process grid), each checked.
+
+    Raises
+    ------
+    ValueError
+        A runtime other than ``inprocess`` and ``simulation``.
+    """
+    runtimes = [str(r) for r in cfg.get("bench", {}).get("runtimes", ["inprocess"])]
     for runtime in runtimes:
         if runtime not in ("inprocess", "simulation"):
             raise ValueError(
                 f"bench.runtimes lists {runtime!r}; the benchmark runs inprocess and "
                 "simulation (a deployment's phases are in its metrics.json)"
             )
-    spec = to_run_spec(cfg, os.getcwd())
-    torch.set_num_threads(spec.runtime.torch_threads)
+    return runtimes
+
+
+def runtime_rows(spec: RunSpec, runtimes: Sequence[str], digits: int = 1) -> list[dict[str, Any]]:
+    """:func:`runtime_row` for each runtime, each printed as taken (seconds with
+    ``digits`` decimals)."""
     rows = []
     for runtime in runtimes:
-        row = runtime_row(spec, runtime)  # type: ignore[arg-type]  # checked above
-        phases = ", ".join(f"{k} {v:.1f} s" for k, v in row["phases"].items())
+        row = runtime_row(spec, runtime)  # type: ignore[arg-type]  # bench_runtimes checked it
+        phases = ", ".join(f"{k} {v:.{digits}f} s" for k, v in row["phases"].items())
         sent = row.get("sent_by_party")
+        traffic = (
+            f"; bytes sent by party {sent}, received {row['received_by_party']}" if sent else ""
+        )
         print(
-            f"{runtime:>10}: {row['wall_seconds']:7.1f} s, {row['exchanges']} exchanges ({phases})"
-            + (
-                f"; bytes sent by party {sent}, received {row['received_by_party']}" if sent else ""
-            ),
+            f"{runtime:>10}: {row['wall_seconds']:7.{digits}f} s, {row['exchanges']} exchanges "
+            f"({phases}){traffic}",
             flush=True,
         )
         rows.append(row)
+    return rows
+
+
+def measure(cfg: DictConfig) -> dict[str, Any]:
+    """The family's benchmark: each runtime's phases and bytes, and a party's peak RSS,
+    printed as taken."""
+    runtimes = bench_runtimes(cfg)
+    spec = to_run_spec(cfg, os.getcwd())
+    torch.set_num_threads(spec.runtime.torch_threads)
+    rows = runtime_rows(spec, runtimes)
     rss = probe_peak_rss_mb(_PARTY_PROBE, spec.data.to_json(), json.dumps(spec.algorithm.to_dict()))
     print(f"party peak RSS {rss:.0f} MiB", flush=True)
     return {

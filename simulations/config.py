@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig, parse_variant
 from flwr_vflgan.data.domain import PublicDomain, required_domain, resolve_domain
 from flwr_vflgan.data.series import SERIES_DATASETS, is_series_source
+from flwr_vflgan.dplt.config import DPLTSettings
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.gafm.config import GAFMSettings
 from flwr_vflgan.gan.config import GSWGANSettings
@@ -246,6 +247,7 @@ def base_node() -> dict[str, Any]:
         "marginals": MarginalSettings().to_dict(),
         "latent": plain(LatentSettings()),
         "gs_wgan": GSWGANSettings().to_dict(),
+        "dplt": DPLTSettings().to_dict(),
         "series": {
             part: {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
             for part, values in SeriesSettings().to_dict().items()
@@ -622,6 +624,7 @@ def _algorithm(cfg: DictConfig, runtime: RuntimeConfig) -> VFLGANConfig:
         series=SeriesSettings.from_dict(_series_section(cfg)),
         latent=LatentSettings.from_dict(_section(cfg, "latent", LatentSettings)),
         gs_wgan=GSWGANSettings.from_dict(_section(cfg, "gs_wgan", GSWGANSettings)),
+        dplt=DPLTSettings.from_dict(_section(cfg, "dplt", DPLTSettings)),
     )
 
 
@@ -667,9 +670,9 @@ def _public_domain(dataset: DatasetConfig, algorithm: VFLGANConfig) -> PublicDom
     domain = resolve_domain(dataset.domain)
     if algorithm.dp.mechanism is not Mechanism.END_TO_END:
         return domain
-    if not (algorithm.is_vflgan_family or algorithm.is_marginal):
+    if not (algorithm.is_vflgan_family or algorithm.is_marginal or algorithm.is_dplt):
         raise ValueError(
-            f"dp=end_to_end is for vflgan, vflgan_base, wgan_gp, aim and mst; algorithm="
+            f"dp=end_to_end is for vflgan, vflgan_base, wgan_gp, aim, mst and dplt; algorithm="
             f"{algorithm.variant.value} fits its encoders' modes on the rows (use dp=dpsgd)"
         )
     return required_domain(domain, dataset.source)

@@ -158,6 +158,14 @@ FAMILIES: tuple[Family, ...] = (
         reproduce="flwr_vflgan.simulations.reproduce_gafm",
     ),
     Family(
+        "dplt",
+        (Variant.DPLT,),
+        run="flwr_vflgan.simulations.pipeline:run_gan",
+        bench="flwr_vflgan.simulations.bench_dplt:measure",
+        # Its rows join paper 000's Table 1 beside the DP GANs, as in the paper.
+        reproduce="flwr_vflgan.simulations.reproduce_vflgan",
+    ),
+    Family(
         "marginals",
         (Variant.AIM, Variant.MST),
         run="flwr_vflgan.simulations.pipeline:run_gan",

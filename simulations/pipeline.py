@@ -49,6 +49,7 @@ from flwr_vflgan.privacy.guarantee import (
 from flwr_vflgan.runtime.party_data import PartyData, all_blocks, load_full_table
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
 from flwr_vflgan.strategies import (
+    DPLTStrategy,
     LatentDiffusionStrategy,
     RunStopped,
     VDGANStrategy,
@@ -274,10 +275,14 @@ def train_federated(
     """VFLGAN / VFLGAN-base / VertiGAN / VDGAN / VT-GAN / latent diffusion over the chosen
     Flower runtime (or the given grid)."""
     checkpoints = spec.run_dir / "checkpoints" if spec.output.checkpoint else None
-    kind: type[VFLGANStrategy | VTGANStrategy | VDGANStrategy | LatentDiffusionStrategy]
+    kind: type[
+        VFLGANStrategy | VTGANStrategy | VDGANStrategy | LatentDiffusionStrategy | DPLTStrategy
+    ]
     kind, scored = VFLGANStrategy, True  # scored: the strategy keeps the best epoch by FD
     if spec.algorithm.is_latent:
         kind, scored = LatentDiffusionStrategy, False
+    elif spec.algorithm.is_dplt:
+        kind, scored = DPLTStrategy, False
     elif spec.algorithm.is_vdgan:
         kind = VDGANStrategy
     elif spec.algorithm.is_vtgan:
@@ -474,7 +479,7 @@ def privacy_metrics(
         "mechanism": dp.mechanism.value,
         **statement.to_dict(),
         "target_epsilon": dp.target_epsilon,
-        "delta": dp.delta,
+        "delta": result.privacy[0].get("delta", dp.delta),
         "conversion": result.privacy[0].get("conversion", dp.conversion.value),
         "epsilon": max(p["epsilon"] for p in result.privacy),
         "parties": result.privacy,

@@ -54,6 +54,15 @@ class Reporter:
                 f"seed={s.seed}\nrun directory: {s.run_dir}"
             )
             return
+        if s.algorithm.is_dplt:
+            d, dp = s.algorithm.dplt, s.algorithm.dp
+            self._print(
+                f"flwr-vflgan: dplt on {s.data.source}, {s.data.n_parties} parties, "
+                f"runtime={s.runtime.kind}, {d.bins} bins, groups of {d.group_size} bits, "
+                f"{d.latent_states} latent states, seed={s.seed}, pure epsilon-DP at epsilon "
+                f"{dp.target_epsilon:g}\nrun directory: {s.run_dir}"
+            )
+            return
         t = s.algorithm.train
         steps = f", max_steps={t.max_steps}" if t.max_steps else ""
         dp = s.algorithm.dp
@@ -131,7 +140,7 @@ class Reporter:
         family's phases) and of the published model."""
         if self.spec.algorithm.is_marginal:
             return f"{metrics['steps']} marginals selected", ""
-        if self.spec.algorithm.is_latent:
+        if self.spec.algorithm.is_latent or self.spec.algorithm.is_dplt:
             phases = ", ".join(f"{k} {v:.0f}s" for k, v in metrics.get("phases", {}).items())
             return f"{metrics['exchanges']} exchanges ({phases})", ""
         best = metrics["best_epoch"]

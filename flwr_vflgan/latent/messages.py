@@ -23,6 +23,7 @@ from flwr_vflgan.runtime.codec import (
     get_config,
     get_field,
     get_int,
+    get_positive_int,
     get_tensor,
     tensors_to_record,
 )
@@ -52,10 +53,7 @@ class LatentSetupReply:
         ProtocolError
             It is missing or not a positive integer.
         """
-        width = get_int(cfg, "latent_width")
-        if width < 1:
-            raise ProtocolError(f"latent_width must be a positive integer, got {width}")
-        return width
+        return get_positive_int(cfg, "latent_width")
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,22 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
         )
         for v in ("aim", "mst")
     },
+    (Mechanism.END_TO_END, "dplt"): GuaranteeStatement(
+        Guarantee.END_TO_END,
+        "every release that reads real rows: each party's choices of which bits to group "
+        "(exponential mechanism) and its groups' histograms, the server's tables of every "
+        "pair of latent attributes and of the tree's edges (Laplace), in one pure epsilon-DP "
+        "account (sequential composition) over replace-one neighbours, with the codes from "
+        "public metadata; the tree and the published table are their post-processing",
+        (
+            "the latent state of every row of every group, which each party sends the "
+            "server un-noised as paper 004 describes (the guarantee holds for what the "
+            "server publishes, not against the server)",
+            "the number of rows (the published table has as many unless "
+            "output.publish_rows says otherwise)",
+            "the noise comes from numpy's generator, not a cryptographically secure source",
+        ),
+    ),
 }
 
 
@@ -329,6 +345,15 @@ def spent_description(holder: Mapping[str, Any]) -> str:
             f"shard discriminators through {holder['parts']} sanitized sample gradients, "
             f"sigma {holder['noise_multiplier']:.4f}, {holder['accountant']}, "
             f"{holder['conversion']} conversion"
+        )
+    if holder.get("mechanism") == "dplt":
+        steps = holder["spent_by_step"]
+        return (
+            f"pure epsilon-DP: {holder['selections']} grouping choices (epsilon "
+            f"{steps['grouping']:.4g}), {holder['pairs']} pair tables (Laplace scale "
+            f"{holder['pair_scale']:.4g}, epsilon {steps['mutual_information']:.4g}), "
+            f"{2 * holder['steps']} parameter tables (scale {holder['parameter_scale']:.4g}, "
+            f"epsilon {steps['parameters']:.4g}), {holder['neighbours']} neighbours"
         )
     if holder.get("accountant") == "zcdp":
         return (

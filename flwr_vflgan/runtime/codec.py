@@ -21,6 +21,7 @@ __all__ = [
     "get_field",
     "get_indices",
     "get_int",
+    "get_positive_int",
     "get_str",
     "get_tensor",
     "indices_to_record",
@@ -63,6 +64,14 @@ def get_int(record: ConfigRecord, key: str) -> int:
     """An int field of a ConfigRecord (not a bool), or a ProtocolError naming it."""
     value = get_field(record, key, int)
     assert isinstance(value, int)  # checked by get_field
+    return value
+
+
+def get_positive_int(record: ConfigRecord, key: str) -> int:
+    """A positive int field of a ConfigRecord, or a ProtocolError naming it."""
+    value = get_int(record, key)
+    if value < 1:
+        raise ProtocolError(f"{key} must be a positive integer, got {value}")
     return value
 
 

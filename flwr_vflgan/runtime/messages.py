@@ -24,12 +24,14 @@ block against the layout it expects, and its values for being finite.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+import pandas as pd
 import torch
 from flwr.app import ConfigRecord, RecordDict
 
@@ -463,6 +465,13 @@ class GenerateReply:
     parquet: bytes
     n_rows: int
     privacy: str = ""
+
+    @classmethod
+    def of_frame(cls, frame: pd.DataFrame, privacy: str = "") -> GenerateReply:
+        """The reply publishing ``frame`` (written as Parquet, without its index)."""
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return cls(buffer.getvalue(), len(frame), privacy)
 
     def to_content(self) -> RecordDict:
         """The message content."""

@@ -148,3 +148,17 @@ LATENTS = "latents"
 
 LD_STATE_META = "latent.meta"
 LD_STATE_MODEL = "latent.model"
+
+# -- DPLT, the latent-tree baseline ---------------------------------------------------------
+# What crosses the wire: server -> party: configuration (setup); the budget plan (the
+# epsilon of each grouping choice and the Laplace scale of its histograms); its columns
+# of the sampled latent states of the published rows. party -> server: row count, ID
+# digest, column names and its number of bits (setup, all public given the domain); the
+# latent state of each of its groups for every one of its rows, once, in the agreed row
+# order, with the number of states of each; its decoded synthetic columns. Never: raw or
+# coded real rows, its groups' members or noisy histograms.
+DL_SETUP = "query.dplt_setup"
+DL_LATENTS = "train.dplt_latents"
+DL_DECODE = "evaluate.dplt_decode"
+
+DL_STATE_META = "dplt.meta"

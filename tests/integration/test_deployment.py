@@ -511,6 +511,44 @@ def test_latent_diffusion_on_stock_supernodes_publishes_the_in_process_table(
         raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
 
 
+@pytest.mark.slow
+def test_dplt_on_stock_supernodes_publishes_the_in_process_table(
+    tmp_path: Path, processes: FlowerProcesses, adult_small: Path
+) -> None:
+    """DPLT on an unmodified SuperLink and two stock ``flower-supernode``s: each party
+    codes its file's columns from the domain sidecar the export wrote beside it, three
+    exchanges, and the table of an in-process run over the same files, bit for bit."""
+    dataset = ("dataset=csv", f"dataset.source={adult_small}", "dataset.domain=adult")
+    overrides = (
+        "algorithm=dplt dp=end_to_end dp.target_epsilon=5 dplt.bins=8 runtime=deployment "
+        f"output.evaluate=false output.publish_rows=200 {' '.join(dataset)}"
+    )
+    deployment = _deploy(
+        tmp_path,
+        processes,
+        export_overrides=dataset,
+        run_overrides=overrides,
+        checkpoints=None,
+        timeout=GAFM_RUN_TIMEOUT,
+    )
+    try:
+        assert (deployment.parties / "party-0.domain.json").is_file()
+        metrics = json.loads((deployment.run_dir / "metrics.json").read_text())
+        assert metrics["algorithm"] == "dplt" and metrics["exchanges"] == 3, metrics
+        assert metrics["privacy"]["epsilon"] == pytest.approx(5.0)
+        reference, deployed = _same_table_as_inprocess(deployment, overrides, tmp_path)
+        assert reference.exchanges == 3
+        # Each party decoded its own columns, from the categories of its sidecar (the
+        # public domain's, which may list some its 640 rows lack).
+        for i in range(2):
+            sidecar = json.loads((deployment.parties / f"party-{i}.domain.json").read_text())
+            for name, entry in sidecar.items():
+                if entry["kind"] == "categorical":
+                    assert set(deployed[name].dropna()) <= set(entry["categories"]), name
+    except AssertionError as exc:
+        raise type(exc)(f"{exc}\n{deployment.diagnostics()}") from None
+
+
 # VFLGAN-TS on the sine data with small models: 8 steps in blocks of 4, 40 series
 # published, the last generators (no evaluation on the server, which reads no data).
 SERIES_DATA = ("algorithm=vflgan_ts", "dataset=sine6")

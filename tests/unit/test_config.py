@@ -155,7 +155,7 @@ def test_unknown_variant_lists_the_valid_ones():
         r"unknown algorithm variant 'gan'; valid: \['vflgan', 'vflgan_base', 'wgan_gp', 'gs_wgan', "
         r"'vertigan', "
         r"'vdgan', 'vflgan_ts', 'vtgan', 'ctgan', 'gafm', 'splitnn', 'maxnorm', 'marvell', "
-        r"'latent_diffusion', 'aim', 'mst'\]"
+        r"'latent_diffusion', 'aim', 'mst', 'dplt'\]"
     )
     with pytest.raises(ValueError, match=message):
         VFLGANConfig(variant="gan")  # type: ignore[arg-type]
@@ -169,7 +169,7 @@ def test_from_dict_unknown_top_level_keys_list_the_valid_ones():
     with pytest.raises(
         ValueError,
         match=r"unknown VFLGAN config keys \['privacy', 'seed'\]; "
-        r"valid: \['dp', 'gafm', 'gs_wgan', 'latent', 'marginals', 'model', 'series', 'train', "
+        r"valid: \['dp', 'dplt', 'gafm', 'gs_wgan', 'latent', 'marginals', 'model', 'series', 'train', "
         r"'variant', 'vtgan'\]",
     ):
         VFLGANConfig.from_dict({"seed": 1, "privacy": {}, "variant": "vflgan"})

@@ -112,7 +112,7 @@ def test_end_to_end_takes_a_public_domain_and_refuses_to_run_without_one(tmp_pat
     with pytest.raises(ValueError, match=r"'spambase' has none bundled: give dataset\.domain="):
         to_run_spec(_compose("config", ["dataset=spambase", "dp=end_to_end"]), "out")
     with pytest.raises(
-        ValueError, match="dp=end_to_end is for vflgan, vflgan_base, wgan_gp, aim and mst"
+        ValueError, match="dp=end_to_end is for vflgan, vflgan_base, wgan_gp, aim, mst and dplt"
     ):
         to_run_spec(_compose("config", ["algorithm=vtgan", "dp=end_to_end"]), "out")
 

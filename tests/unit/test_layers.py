@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"data", "nn"},
     {"runtime", "metrics"},
     {"privacy", "evaluation"},
-    {"gan", "vtgan", "gafm", "marginals", "series", "latent"},  # the algorithm families
+    {"gan", "vtgan", "gafm", "marginals", "series", "latent", "dplt"},  # the algorithm families
     {"config"},  # the umbrella of a run's settings (every family's)
     {"strategies", "clients"},
     {"simulations"},
@@ -39,6 +39,7 @@ a module imports from its own package, lower layers, and peers this test allows.
 PEERS: dict[str, set[str]] = {
     "vtgan": {"gan"},  # VT-GAN builds on VFLGAN's schedule, losses and settings
     "series": {"gan"},  # VFLGAN-TS rides VFLGAN's step protocol, schedule and server
+    "dplt": {"marginals"},  # DPLT codes its columns from the public domain as AIM and MST do
 }
 """Imports within a layer. ``strategies`` and ``clients`` (server and party side) never
 import each other, and GAFM stands alone."""

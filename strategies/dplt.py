@@ -1,0 +1,209 @@
+"""The server side of DPLT, the latent-tree baseline, as a Flower strategy.
+
+DPLT (Tang et al., IEEE TDSC 2019; paper 004 Section 3.3): each party codes its columns
+into bits from the public domain, groups them (exponential mechanism), summarises each
+group by a latent attribute fitted to its noisy histogram and sends the latent state of
+every row once; the server releases a noisy joint table for every pair of latent
+attributes, joins them by the maximum spanning tree of their mutual information,
+releases noisy tables along the tree, samples it from the root and sends each party its
+latent columns to decode. ``DPLTStrategy.start(grid)`` runs setup, the latents' exchange
+and publication: three exchanges (plus the optional seed agreement and ID alignment).
+The run takes seconds, so it keeps no checkpoints: a lost party stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from flwr.app import Message
+from flwr.serverapp import Grid
+
+from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.dplt.local import server_noise, server_sampling
+from flwr_vflgan.dplt.messages import DecodeRequest, DPLTSetupReply, LatentsReply, LatentsRequest
+from flwr_vflgan.dplt.model import BudgetPlan, LatentTree
+from flwr_vflgan.runtime import protocol as P
+from flwr_vflgan.runtime.codec import ProtocolError
+from flwr_vflgan.runtime.messages import SetupInstruction
+from flwr_vflgan.runtime.rng import Stream, numpy_generator
+
+from .base import StrategyArgs, VerticalStrategy
+from .exchange import RunStopped, setup_replies
+from .vflgan import VFLGANResult, collect_published
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Run:
+    """One run's state from setup to publication."""
+
+    grid: Grid
+    order: list[int]
+    n_rows: int
+    plan: BudgetPlan
+    started: float
+    exchanges: int = 1
+    counts: list[list[int]] = field(default_factory=list)
+    """Each party's latent attributes' state counts, in party order."""
+    tree: LatentTree | None = None
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+class DPLTStrategy(VerticalStrategy["_Run", VFLGANResult]):
+    """Server of a DPLT run.
+
+    Parameters
+    ----------
+    config
+        Algorithm configuration (``variant`` ``dplt``, ``dp.target_epsilon`` the budget;
+        sent to every party at setup, whose ``dplt`` settings code and group its bits).
+    checkpoint_dir, party_checkpoint_root
+        Accepted like every strategy's and unused: a DPLT run keeps no checkpoints.
+    **common
+        The settings every strategy takes (:class:`~.base.VerticalStrategy`).
+    """
+
+    def __init__(
+        self,
+        config: VFLGANConfig,
+        *,
+        checkpoint_dir: Any = None,
+        party_checkpoint_root: Any = None,
+        **common: Unpack[StrategyArgs],
+    ) -> None:
+        if not config.is_dplt:
+            raise ValueError(f"DPLTStrategy runs dplt, got variant {config.variant.value!r}")
+        if config.dp.target_epsilon is None:
+            raise ValueError("dplt needs a budget: dp=end_to_end dp.target_epsilon=<epsilon>")
+        super().__init__(**common, min_parties=1)
+        self.config = config
+
+    def summary(self) -> str:
+        """One line describing the configured run."""
+        s = self.config.dplt
+        return (
+            f"DPLTStrategy({self.n_parties} parties, epsilon {self.config.dp.target_epsilon:g}, "
+            f"{s.bins} bins, groups of {s.group_size} bits, {s.latent_states} latent states)"
+        )
+
+    def prepare(self, grid: Grid, nodes: Sequence[int], started: float) -> _Run:
+        """Setup: the parties' order, rows and bit counts, and the budget plan."""
+        agreed = self.before_setup(grid, nodes)
+        content = SetupInstruction(
+            algorithm=json.dumps(self.config.to_dict(), sort_keys=True),
+            data_spec=self.data_spec.to_json() if self.data_spec else "",
+            resume_step=P.NO_STEP,
+            run_seed=self.seed,
+            checkpoint_root="",
+            n_parties=self.n_parties,
+        ).to_content()
+        replies = self.exchange(grid, [Message(content, n, P.DL_SETUP) for n in nodes], "setup")
+        order, n_rows, configs = setup_replies(replies, self.n_parties)
+        self.name_parties(order)
+        bits = []
+        for pid, cfg in enumerate(configs):
+            try:
+                bits.append(DPLTSetupReply.bits_of(cfg))
+            except ProtocolError as exc:
+                raise RunStopped(f"party {pid} sent a malformed setup reply: {exc}") from exc
+        assert self.config.dp.target_epsilon is not None  # __init__
+        plan = BudgetPlan.of(self.config.dp.target_epsilon, bits, self.config.dplt)
+        log.info(
+            "dplt: %d bits in %d latent attributes, %d grouping choices at epsilon %.4g each",
+            sum(bits),
+            plan.latents,
+            plan.selections,
+            plan.selection_epsilon,
+        )
+        return _Run(grid, order, n_rows, plan, started, exchanges=1 + agreed)
+
+    def train(self, run: _Run) -> None:
+        """The latents' exchange, then the tree (steps 2-4 on the server)."""
+        begun = time.monotonic()
+        plan = run.plan
+        request = LatentsRequest(plan.epsilon, plan.selections, plan.latents).to_content()
+        replies = self.exchange(
+            run.grid, [Message(request, n, P.DL_LATENTS) for n in run.order], "latents"
+        )
+        run.exchanges += 1
+        blocks = []
+        for node in run.order:
+            try:
+                reply = LatentsReply.from_content(replies[node].content, run.n_rows)
+            except ProtocolError as exc:
+                raise RunStopped(f"{self.party(node)} sent malformed latents: {exc}") from exc
+            run.counts.append(list(reply.counts))
+            blocks.append(reply.states)
+        latents = np.concatenate(blocks, axis=1)
+        if latents.shape[1] != plan.latents:
+            raise RunStopped(
+                f"the parties sent {latents.shape[1]} latent attributes, but their bit counts "
+                f"make {plan.latents} (dplt.group_size differs between the parties?)"
+            )
+        run.phases["latents"] = time.monotonic() - begun
+        begun = time.monotonic()
+        states = [c for counts in run.counts for c in counts]
+        run.tree = LatentTree.fit(latents, states, plan, server_noise(self.seed))
+        run.phases["tree"] = time.monotonic() - begun
+        log.info("dplt: tree over %d latent attributes, edges %s", plan.latents, run.tree.edges)
+
+    def conclude(self, run: _Run, train_seconds: float) -> VFLGANResult:
+        """Sample the tree, send each party its latent columns, join the decoded columns
+        and shuffle the rows."""
+        assert run.tree is not None
+        rows = self.publish_rows or run.n_rows
+        begun = time.monotonic()
+        sampled = run.tree.sample(rows, server_sampling(self.seed))
+        bounds = np.cumsum([len(c) for c in run.counts])[:-1]
+        messages = [
+            Message(DecodeRequest(np.ascontiguousarray(s)).to_content(), node, P.DL_DECODE)
+            for s, node in zip(np.split(sampled, bounds, axis=1), run.order, strict=True)
+        ]
+        replies = self.exchange(run.grid, messages, "publication")
+        table, _ = collect_published(replies, run.order, rows, private=False)
+        run.phases["publication"] = time.monotonic() - begun
+        permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
+        return VFLGANResult(
+            synthetic=table.iloc[permutation].reset_index(drop=True),
+            steps=run.plan.latents,
+            exchanges=run.exchanges + 1,
+            wall_seconds=time.monotonic() - run.started,
+            n_rows=run.n_rows,
+            train_seconds=train_seconds,
+            privacy=[privacy_account(run.plan, self.config)],
+            phases=run.phases,
+        )
+
+
+def privacy_account(plan: BudgetPlan, config: VFLGANConfig) -> dict[str, Any]:
+    """The run's one account (every party's and the server's releases composed), its
+    epsilon computed back from the noise scales used."""
+    spent = plan.spent()
+    return {
+        "party": "all parties and the server",
+        "epsilon": spent["total"],
+        "target_epsilon": plan.epsilon,
+        "delta": 0.0,
+        "accountant": "pure-composition",
+        "conversion": "none (pure epsilon-DP)",
+        "neighbours": "replace one row",
+        "mechanism": "dplt",
+        "steps": plan.latents,
+        "selections": plan.selections,
+        "selection_epsilon": plan.selection_epsilon,
+        "pairs": plan.pairs,
+        "pair_scale": plan.pair_scale,
+        "parameter_scale": plan.parameter_scale,
+        "spent_by_step": {k: v for k, v in spent.items() if k != "total"},
+        "budget_split": list(config.dplt.budget_split),
+    }
