@@ -12,7 +12,7 @@ import pandas as pd
 
 from flwr_vflgan.evaluation.plots import pyplot, save_figure
 
-__all__ = ["TRACE_PANELS", "plot_gradients", "trace_frame"]
+__all__ = ["TRACE_PANELS", "plot_delta_ratios", "plot_gradients", "trace_frame"]
 
 TRACE_PANELS = (
     ("gradient", "gradient received"),
@@ -50,5 +50,33 @@ def plot_gradients(trace: Mapping[str, np.ndarray], path: Path, title: str) -> P
         ax.set_ylabel(name)
         ax.axhline(0.0, color="grey", linewidth=0.5)
     axes[0][0].legend(loc="best", fontsize="small")
+    fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def plot_delta_ratios(
+    subset: Mapping[float, float],
+    full: Mapping[float, float] | None,
+    chosen: float,
+    path: Path,
+    title: str,
+) -> Path:
+    """Paper 002's Figure D.1: the average ``leak AUC / train AUC`` ratio of each
+    ``Delta`` on subsets and (``full``) on the whole table, the ``Delta`` the subsets
+    choose marked, and the three smallest full-table ratios ringed."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    deltas = sorted(subset)
+    ax.plot(deltas, [subset[d] for d in deltas], marker="o", label="subsets")
+    if full:
+        ax.plot(deltas, [full[d] for d in deltas], marker="s", label="whole table")
+        for d in sorted(full, key=lambda d: (full[d], d))[:3]:
+            ax.scatter(d, full[d], s=160, facecolors="none", edgecolors="black")
+    ax.axvline(
+        chosen, color="grey", linestyle="--", linewidth=0.8, label=f"chosen Delta {chosen:g}"
+    )
+    ax.set_xlabel("Delta")
+    ax.set_ylabel("leak AUC / train AUC")
+    ax.legend(loc="best", fontsize="small")
     fig.suptitle(title)
     return save_figure(fig, path)

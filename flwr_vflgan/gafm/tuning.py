@@ -23,7 +23,7 @@ they are the experimenter's tools for choosing settings before a federated run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -104,6 +104,11 @@ def select_delta(
         ratios[float(delta)] = float(np.mean(list(per_attack[float(delta)].values())))
     best = min(ratios, key=lambda d: (ratios[d], d))
     return DeltaSelection(ratios=ratios, per_attack=per_attack, best=best, runs=runs)
+
+
+def smallest(ratios: Mapping[float, float], k: int = 3) -> list[float]:
+    """The ``k`` candidates with the smallest ratios (ties to the smaller ``Delta``)."""
+    return sorted(ratios, key=lambda d: (ratios[d], d))[:k]
 
 
 @dataclass(frozen=True)

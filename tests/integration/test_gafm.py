@@ -344,3 +344,29 @@ def test_reproduce_runs_gafms_ablations_and_draws_figure_3(tmp_path: Path) -> No
     assert set(table["spambase"]["1"]) == {"gafm", "gafm-gan_only", "gafm-ce_only"}
     assert (tmp_path / "paper002_figure3.png").stat().st_size > 0
     assert "![Figure 3: test AUC against leak AUC](paper002_figure3.png)" in text
+
+
+def test_the_delta_helper_compares_the_subsets_with_the_whole_table(tmp_path: Path) -> None:
+    """``simulations.gafm_tune tune.full_data=true``: Table D.6's two rows, whether the
+    subsets' choice is among the three smallest whole-table ratios, and Figure D.1."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "tune"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "simulations.gafm_tune", "gafm.epochs=2", "tune.repeats=1",
+            "tune.deltas=[0.05,0.3,0.5,0.1]", "tune.full_data=true", "tune.gamma=false",
+            f"dataset.data_dir={SHARED_DATASETS}", f"hydra.run.dir={out}",
+        ],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((out / "tuning.json").read_text())
+    subset, full = result["delta"], result["delta_full"]
+    assert set(subset["ratios"]) == set(full["ratios"]) == {"0.05", "0.3", "0.5", "0.1"}
+    three = sorted(full["ratios"], key=lambda d: (full["ratios"][d], float(d)))[:3]
+    assert full["smallest_three"] == [float(d) for d in three]
+    assert full["chosen_among_them"] == (subset["best"] in full["smallest_three"])
+    assert (out / "delta.png").stat().st_size > 0
+    assert "among the three smallest whole-table ratios" in done.stdout

@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from flwr_vflgan.gafm.config import GAFMSettings
-from flwr_vflgan.gafm.tuning import RATIO_ATTACKS, balance_gamma, select_delta, subset_rows
+from flwr_vflgan.gafm.plots import plot_delta_ratios
+from flwr_vflgan.gafm.tuning import (
+    RATIO_ATTACKS,
+    balance_gamma,
+    select_delta,
+    smallest,
+    subset_rows,
+)
 
 SETTINGS = GAFMSettings(epochs=3, batch_size=64, eval_every=0, lr_local=1e-2)
 
@@ -59,3 +66,16 @@ def test_balance_gamma_suggests_the_ratio_of_the_average_gradients() -> None:
         abs(balance.ce_gradient) / abs(balance.gan_gradient)
     )
     assert balance.gan_gradient != 0 and balance.ce_gradient != 0
+
+
+def test_smallest_ranks_by_ratio_then_delta() -> None:
+    ratios = {0.05: 0.9, 0.1: 0.8, 0.2: 0.9, 0.3: 1.1, 0.5: 0.7}
+    assert smallest(ratios) == [0.5, 0.1, 0.05]
+    assert smallest(ratios, k=1) == [0.5]
+
+
+def test_figure_d1_is_drawn_with_and_without_the_whole_table(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    subset = {0.05: 0.85, 0.1: 0.86, 0.5: 1.04}
+    for full, name in ((None, "subset.png"), ({0.05: 0.73, 0.1: 0.73, 0.5: 0.75}, "both.png")):
+        path = plot_delta_ratios(subset, full, 0.05, tmp_path / name, "Delta")
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
