@@ -23,7 +23,7 @@ from flwr_vflgan.data.domain import PublicDomain
 from flwr_vflgan.data.files import domain_sidecar
 from flwr_vflgan.dplt.local import PartyLatentModel, party_bit_count, party_noise, party_sampling
 from flwr_vflgan.dplt.messages import DecodeRequest, DPLTSetupReply, LatentsReply, LatentsRequest
-from flwr_vflgan.dplt.model import BudgetPlan
+from flwr_vflgan.dplt.model import BudgetPlan, group_sizes
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import GenerateReply, SetupInstruction
@@ -125,6 +125,16 @@ class DPLTClient:
                 f"the server's plan spends epsilon {request.epsilon}, but this run's budget "
                 f"is {budget}: refused"
             )
+        own = group_sizes(
+            party_bit_count(meta.public_domain, data.schema, meta.algorithm.dplt),
+            meta.algorithm.dplt.group_size,
+        )
+        if request.latents < len(own) or request.selections < sum(own) - len(own):
+            raise ProtocolError(
+                f"the server's plan counts {request.latents} latent attributes and "
+                f"{request.selections} grouping choices in all, fewer than this party's own "
+                f"{len(own)} and {sum(own) - len(own)}: refused (its noise would be too small)"
+            )
         meta.plan = [request.epsilon, request.selections, request.latents]
         meta.store(context, P.DL_STATE_META)
         model = self._model(meta, data)
@@ -138,7 +148,11 @@ class DPLTClient:
         request = DecodeRequest.from_content(msg.content, model.states)
         rng = party_sampling(meta.run_seed, meta.partition_id)
         frame = model.decode(request.states, rng, data.frame.dtypes.to_dict())
-        return GenerateReply.of_frame(frame).to_content()
+        spent = {
+            "party": meta.partition_id,
+            **_plan(meta).party_spent(model.n_bits, len(model.groups)),
+        }
+        return GenerateReply.of_frame(frame, json.dumps(spent)).to_content()
 
     def _meta(self, context: Context) -> tuple[DPLTPartyMeta, PartyData]:
         meta = DPLTPartyMeta.stored(context, P.DL_STATE_META)
@@ -165,3 +179,11 @@ class DPLTClient:
                 self._models.popitem(last=False)
         self._models.move_to_end(key)
         return self._models[key]
+
+
+def _plan(meta: DPLTPartyMeta) -> BudgetPlan:
+    """The budget plan of the party's latents (``meta.plan`` with its budget split)."""
+    assert meta.plan is not None
+    epsilon, selections, latents = meta.plan
+    split = meta.algorithm.dplt.budget_split
+    return BudgetPlan(float(epsilon), int(selections), int(latents), split)

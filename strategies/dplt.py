@@ -170,7 +170,7 @@ class DPLTStrategy(VerticalStrategy["_Run", VFLGANResult]):
             for s, node in zip(np.split(sampled, bounds, axis=1), run.order, strict=True)
         ]
         replies = self.exchange(run.grid, messages, "publication")
-        table, _ = collect_published(replies, run.order, rows, private=False)
+        table, parties = collect_published(replies, run.order, rows, private=True)
         run.phases["publication"] = time.monotonic() - begun
         permutation = numpy_generator(self.seed, Stream.PUBLISH).permutation(rows)
         return VFLGANResult(
@@ -180,18 +180,34 @@ class DPLTStrategy(VerticalStrategy["_Run", VFLGANResult]):
             wall_seconds=time.monotonic() - run.started,
             n_rows=run.n_rows,
             train_seconds=train_seconds,
-            privacy=[privacy_account(run.plan, self.config)],
+            privacy=[privacy_account(run.plan, self.config, parties)],
             phases=run.phases,
         )
 
 
-def privacy_account(plan: BudgetPlan, config: VFLGANConfig) -> dict[str, Any]:
-    """The run's one account (every party's and the server's releases composed), its
-    epsilon computed back from the noise scales used."""
-    spent = plan.spent()
+def privacy_account(
+    plan: BudgetPlan, config: VFLGANConfig, parties: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The run's one account: every party's releases as the party reports them and the
+    server's, composed (they are about the same rows), each computed back from the noise
+    scales used.
+
+    Raises
+    ------
+    RunStopped
+        The parties' and the server's spends do not add up to the plan's.
+    """
+    spent, server = plan.spent(), plan.server_spent()
+    total = sum(float(p["epsilon"]) for p in parties) + server["epsilon"]
+    if abs(total - spent["total"]) > 1e-9 * max(1.0, spent["total"]):
+        raise RunStopped(
+            f"the parties report epsilon {total - server['epsilon']:.6g} and the server spent "
+            f"{server['epsilon']:.6g}, which is not the plan's {spent['total']:.6g}"
+        )
     return {
         "party": "all parties and the server",
-        "epsilon": spent["total"],
+        "epsilon": total,
+        "by_holder": [*parties, {"party": "server", **server}],
         "target_epsilon": plan.epsilon,
         "delta": 0.0,
         "accountant": "pure-composition",

@@ -84,6 +84,11 @@ class PartyLatentModel:
         return cls(discretizer, groups, latents)
 
     @property
+    def n_bits(self) -> int:
+        """The party's bits."""
+        return sum(len(g.members) for g in self.groups)
+
+    @property
     def states(self) -> list[int]:
         """States of each of the party's latent attributes."""
         return [g.states for g in self.groups]
@@ -95,8 +100,7 @@ class PartyLatentModel:
         dtypes: Mapping[str, Any] | None = None,
     ) -> pd.DataFrame:
         """The party's columns for rows of the given latent states ``(rows, groups)``."""
-        n_bits = sum(len(g.members) for g in self.groups)
-        bits = np.zeros((states.shape[0], n_bits), dtype=np.uint8)
+        bits = np.zeros((states.shape[0], self.n_bits), dtype=np.uint8)
         for j, group in enumerate(self.groups):
             bits[:, group.members] = group.sample(states[:, j], rng)
         sizes = list(self.discretizer.sizes.values())

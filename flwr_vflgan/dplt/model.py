@@ -317,6 +317,19 @@ class BudgetPlan:
         """Laplace scale of every cell of step 4's histograms and tables."""
         return HISTOGRAM_SENSITIVITY * 2 * self.latents / self.share(2)
 
+    def party_spent(self, n_bits: int, groups: int) -> dict[str, float]:
+        """Epsilon of one party's own releases: its ``n_bits - groups`` grouping choices
+        and its ``groups`` histograms."""
+        grouping = (n_bits - groups) * self.selection_epsilon
+        histograms = HISTOGRAM_SENSITIVITY * groups / self.parameter_scale
+        return {"grouping": grouping, "histograms": histograms, "epsilon": grouping + histograms}
+
+    def server_spent(self) -> dict[str, float]:
+        """Epsilon of the server's releases: the pair tables, the root's and the edges'."""
+        pairs = HISTOGRAM_SENSITIVITY * self.pairs / self.pair_scale if self.pairs else 0.0
+        tree = HISTOGRAM_SENSITIVITY * self.latents / self.parameter_scale
+        return {"mutual_information": pairs, "tree": tree, "epsilon": pairs + tree}
+
     def spent(self) -> dict[str, float]:
         """Epsilon each step spends, computed back from the noise scales, and the sum."""
         parts = {

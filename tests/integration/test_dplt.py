@@ -72,6 +72,11 @@ def test_the_grid_publishes_what_the_sequence_without_flower_makes(adult_small: 
     (account,) = result.privacy
     assert account["epsilon"] == pytest.approx(5.0) and account["delta"] == 0.0
     assert account["selections"] == plan.selections and account["steps"] == plan.latents
+    # Each party's own releases as it reports them, and the server's, add up to the plan.
+    holders = account["by_holder"]
+    assert [h["party"] for h in holders] == [0, 1, 2, "server"]
+    assert sum(h["epsilon"] for h in holders) == pytest.approx(5.0)
+    assert all(h["epsilon"] > 0 for h in holders)
     # Categories and bounds come from the public domain (a category of the domain the
     # 640 rows lack may be drawn: its histogram cell is noise).
     for name, column in spec.public_domain.columns.items():  # type: ignore[union-attr]
@@ -146,6 +151,20 @@ def test_a_party_refuses_a_plan_that_spends_more_than_its_budget(
 
     monkeypatch.setattr(dplt_strategy, "LatentsRequest", doubled)
     with pytest.raises(RunStopped, match=r"budget is 5\.0: refused"):
+        _strategy(_spec(adult_small, 2)).start(_grid(2))
+
+
+def test_a_party_refuses_a_plan_that_counts_fewer_attributes_than_its_own(
+    adult_small: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan with fewer latent attributes than the party alone has would give its
+    histograms too little noise."""
+
+    def undercounted(epsilon: float, selections: int, latents: int) -> LatentsRequest:
+        return LatentsRequest(epsilon, selections, 1)
+
+    monkeypatch.setattr(dplt_strategy, "LatentsRequest", undercounted)
+    with pytest.raises(RunStopped, match=r"fewer than this party's own"):
         _strategy(_spec(adult_small, 2)).start(_grid(2))
 
 

@@ -167,6 +167,11 @@ def test_the_plan_spends_exactly_the_budget(split: tuple[float, float, float]) -
         assert spent[name] == pytest.approx(4.0 * split[step] / sum(split))
     assert plan.pair_scale == pytest.approx(2 * 21 / plan.share(1))
     assert plan.parameter_scale == pytest.approx(2 * 2 * 7 / plan.share(2))
+    # The holders' own accounts (the parties' choices and histograms, the server's
+    # tables) add up to the plan's.
+    holders = [plan.party_spent(10, 4), plan.party_spent(7, 3), plan.server_spent()]
+    assert math.fsum(h["epsilon"] for h in holders) == pytest.approx(4.0)
+    assert holders[0]["grouping"] + holders[1]["grouping"] == pytest.approx(spent["grouping"])
 
 
 def _two_parties(rows: int = 3000, seed: int = 0) -> tuple[list, PublicDomain]:
