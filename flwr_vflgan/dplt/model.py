@@ -218,9 +218,13 @@ class LatentGroup:
     def sample(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Bits of the group for rows of the given latent states, ``(rows, len(members))``:
         a joint value drawn from the histogram restricted to the values of the state."""
-        conditional = self.histogram[:, None] * (self.assignment[:, None] == np.arange(self.states))
-        empty = conditional.sum(axis=0) <= 0
-        conditional[:, empty] = (self.histogram[:, None] * self.posterior)[:, empty]
+        member = (self.assignment[:, None] == np.arange(self.states)).astype(np.float64)
+        conditional = self.histogram[:, None] * member  # (cells, states)
+        # A state whose values all lost their noisy mass draws among its values alike; a
+        # state no value is assigned to, by the latent class model's posterior.
+        for fallback in (member, self.histogram[:, None] * self.posterior):
+            empty = conditional.sum(axis=0) <= 0
+            conditional[:, empty] = fallback[:, empty]
         conditional = _probabilities(conditional.T)  # (states, cells)
         cumulative = np.cumsum(conditional[states], axis=1)
         draws = rng.random((len(states), 1))

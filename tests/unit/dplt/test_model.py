@@ -110,6 +110,18 @@ def test_a_group_with_as_many_states_as_values_keeps_each_value() -> None:
     np.testing.assert_array_equal(group.sample(states, rng), bits)
 
 
+def test_a_state_whose_values_lost_their_noisy_mass_still_draws_its_own_values() -> None:
+    # Value 3 never occurs: its histogram cell is 0, yet state 3 (the value itself) must
+    # draw value 3, not any value.
+    bits = np.array([[0, 0], [1, 0], [0, 1]] * 50, dtype=np.uint8)
+    group = M.LatentGroup.fit(
+        bits, [0, 1], DPLTSettings(latent_states=4), 0.0, np.random.default_rng(0)
+    )
+    assert group.histogram[3] == 0
+    drawn = group.sample(np.full(20, 3), np.random.default_rng(1))
+    np.testing.assert_array_equal(drawn, np.ones((20, 2), dtype=np.uint8))
+
+
 def test_a_latent_class_model_separates_two_clusters() -> None:
     # Three bits that are all 0 or all 1: two latent states must tell them apart.
     rng = np.random.default_rng(5)
