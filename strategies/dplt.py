@@ -27,7 +27,7 @@ from flwr.serverapp import Grid
 from flwr_vflgan.config import VFLGANConfig
 from flwr_vflgan.dplt.local import server_noise, server_sampling
 from flwr_vflgan.dplt.messages import DecodeRequest, DPLTSetupReply, LatentsReply, LatentsRequest
-from flwr_vflgan.dplt.model import BudgetPlan, LatentTree
+from flwr_vflgan.dplt.model import BudgetPlan, LatentTree, group_sizes, state_count
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import SetupInstruction
@@ -51,6 +51,8 @@ class _Run:
     order: list[int]
     n_rows: int
     plan: BudgetPlan
+    bits: list[int]
+    """Each party's bit count, in party order (its setup reply)."""
     started: float
     exchanges: int = 1
     counts: list[list[int]] = field(default_factory=list)
@@ -125,7 +127,7 @@ class DPLTStrategy(VerticalStrategy["_Run", VFLGANResult]):
             plan.selections,
             plan.selection_epsilon,
         )
-        return _Run(grid, order, n_rows, plan, started, exchanges=1 + agreed)
+        return _Run(grid, order, n_rows, plan, bits, started, exchanges=1 + agreed)
 
     def train(self, run: _Run) -> None:
         """The latents' exchange, then the tree (steps 2-4 on the server)."""
@@ -137,19 +139,23 @@ class DPLTStrategy(VerticalStrategy["_Run", VFLGANResult]):
         )
         run.exchanges += 1
         blocks = []
-        for node in run.order:
+        settings = self.config.dplt
+        for node, bits in zip(run.order, run.bits, strict=True):
             try:
                 reply = LatentsReply.from_content(replies[node].content, run.n_rows)
             except ProtocolError as exc:
                 raise RunStopped(f"{self.party(node)} sent malformed latents: {exc}") from exc
-            run.counts.append(list(reply.counts))
+            # Its groups and their states follow from its bit count and the settings:
+            # anything else (or a count that would make huge tables) stops the run.
+            expected = [state_count(n, settings) for n in group_sizes(bits, settings.group_size)]
+            if list(reply.counts) != expected:
+                raise RunStopped(
+                    f"{self.party(node)} sent latent attributes of {list(reply.counts)} states; "
+                    f"its {bits} bits make {expected} (dplt settings differ between the parties?)"
+                )
+            run.counts.append(expected)
             blocks.append(reply.states)
         latents = np.concatenate(blocks, axis=1)
-        if latents.shape[1] != plan.latents:
-            raise RunStopped(
-                f"the parties sent {latents.shape[1]} latent attributes, but their bit counts "
-                f"make {plan.latents} (dplt.group_size differs between the parties?)"
-            )
         run.phases["latents"] = time.monotonic() - begun
         begun = time.monotonic()
         states = [c for counts in run.counts for c in counts]

@@ -168,6 +168,24 @@ def test_a_party_refuses_a_plan_that_counts_fewer_attributes_than_its_own(
         _strategy(_spec(adult_small, 2)).start(_grid(2))
 
 
+def test_latents_of_other_state_counts_than_the_settings_make_stop_the_run(
+    adult_small: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server knows every party's groups and states from its bit count; a reply with
+    other counts (settings that differ, or a count that would make huge tables) stops the
+    run by name."""
+    from flwr_vflgan.clients import dplt as dplt_client
+
+    real = dplt_client.LatentsReply
+
+    def inflated(counts, states):  # type: ignore[no-untyped-def]
+        return real([c * 1000 for c in counts], states)
+
+    monkeypatch.setattr(dplt_client, "LatentsReply", inflated)
+    with pytest.raises(RunStopped, match=r"party 0 \(node \d+\) sent latent attributes of"):
+        _strategy(_spec(adult_small, 2)).start(_grid(2))
+
+
 def test_a_party_without_a_public_domain_is_refused_by_name(adult_small: Path) -> None:
     with pytest.raises(RunStopped, match=r"dplt needs dataset\.domain"):
         _strategy(_spec(adult_small, 2, domain=False)).start(_grid(2))
