@@ -29,7 +29,7 @@ from flwr_vflgan.runtime.codec import ProtocolError
 from flwr_vflgan.runtime.messages import GenerateReply, SetupInstruction
 from flwr_vflgan.runtime.party_data import DataSpec, PartyData, party_block
 
-from .common import CACHE_SIZE, PartyTables, entry_point, node_partition_id
+from .common import CACHE_SIZE, PartyTables, entry_point, node_integer, node_partition_id
 from .state import BlockState
 
 
@@ -45,6 +45,8 @@ class DPLTPartyMeta(BlockState):
     """The public domain of the party's columns (JSON)."""
     plan: list[float] | None = None
     """``[epsilon, selections, latents]`` of the plan its latents were made with."""
+    noise_seed: int | None = None
+    """The party's own noise seed (node config ``noise-seed``), if it set one."""
 
     @property
     def algorithm(self) -> VFLGANConfig:
@@ -105,6 +107,7 @@ class DPLTClient:
             partition_id,
             setup.run_seed,
             json.dumps(domain.to_mapping(), sort_keys=True),
+            noise_seed=node_integer(context, P.NODE_NOISE_SEED),
         )
         bits = party_bit_count(domain, data.schema, meta.algorithm.dplt)
         meta.store(context, P.DL_STATE_META)
@@ -173,7 +176,7 @@ class DPLTClient:
                 meta.public_domain,
                 settings,
                 plan,
-                party_noise(meta.run_seed, meta.partition_id),
+                party_noise(meta.run_seed, meta.partition_id, meta.noise_seed),
             )
             while len(self._models) > CACHE_SIZE:
                 self._models.popitem(last=False)

@@ -27,8 +27,14 @@ from .model import BudgetPlan, LatentGroup, LatentTree, bits_of, code_bits, code
 __all__ = ["PartyLatentModel", "party_bit_count", "synthesize_locally"]
 
 
-def party_noise(run_seed: int, partition_id: int) -> np.random.Generator:
-    """The generator of party ``partition_id``'s grouping choices and histogram noise."""
+def party_noise(
+    run_seed: int, partition_id: int, noise_seed: int | None = None
+) -> np.random.Generator:
+    """The generator of party ``partition_id``'s grouping choices and histogram noise:
+    from the party's own ``noise_seed`` (its node config's ``noise-seed``, which nobody
+    else knows) when it has one, else from the run seed (reproducible simulated runs)."""
+    if noise_seed is not None:
+        return numpy_generator(noise_seed, Stream.DP_NOISE)
     return numpy_generator(run_seed, Stream.DP_NOISE, 0, partition_id + 1)
 
 

@@ -317,7 +317,9 @@ _STATEMENTS: dict[tuple[Mechanism, str], GuaranteeStatement] = {
             "server publishes, not against the server)",
             "the number of rows (the published table has as many unless "
             "output.publish_rows says otherwise)",
-            "the noise comes from numpy's generator, not a cryptographically secure source",
+            "the noise comes from numpy's generator, not a cryptographically secure source, "
+            "seeded from the run seed (in config.json) unless a party sets its node's "
+            "noise-seed",
         ),
     ),
 }

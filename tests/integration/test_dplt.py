@@ -186,6 +186,23 @@ def test_latents_of_other_state_counts_than_the_settings_make_stop_the_run(
         _strategy(_spec(adult_small, 2)).start(_grid(2))
 
 
+def test_a_party_noise_seed_of_its_own_changes_its_draws_and_only_its(adult_small: Path) -> None:
+    """With ``noise-seed`` in its node config a party's noise is its own (the run seed,
+    which the server and config.json know, no longer gives it away); the same seed
+    gives the same table."""
+    spec = _spec(adult_small, 2)
+
+    def run(seed: int | None) -> pd.DataFrame:
+        nodes: list[dict[str, object]] = [{"partition-id": 0}, {"partition-id": 1}]
+        if seed is not None:
+            nodes[0][P.NODE_NOISE_SEED] = seed
+        return _strategy(spec).start(InProcessGrid(make_client_app(), nodes)).synthetic
+
+    plain, own, again = run(None), run(12345), run(12345)
+    pd.testing.assert_frame_equal(own, again)
+    assert not own.equals(plain)
+
+
 def test_a_party_without_a_public_domain_is_refused_by_name(adult_small: Path) -> None:
     with pytest.raises(RunStopped, match=r"dplt needs dataset\.domain"):
         _strategy(_spec(adult_small, 2, domain=False)).start(_grid(2))
