@@ -35,7 +35,7 @@ def _run(module: str, *args: str, env: dict[str, str] | None = None) -> subproce
         ("seed=abc", "seed must be an integer >= 0, got 'abc'"),
         ("dataset=csv", "dataset=csv needs the table: add dataset.source="),
         ("train.nosuch=1", "Could not override 'train.nosuch'"),
-        ("algorithm=nosuch", "Available options in 'algorithm': aim; ctgan; gafm"),
+        ("algorithm=nosuch", "Available options in 'algorithm': aim; ctgan; dplt; gafm"),
         ("dp.target_epsilon=-1", "dp.target_epsilon=-1 without a DP mechanism"),
         ("dataset.source=/nonexistent/table.csv", "/nonexistent/table.csv does not exist"),
         ("latent.ae_epochs=0", "latent.ae_epochs must be a positive integer, got 0"),
