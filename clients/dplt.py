@@ -163,19 +163,15 @@ class DPLTClient:
 
     def _model(self, meta: DPLTPartyMeta, data: PartyData) -> PartyLatentModel:
         """The party's model for the plan in ``meta``: this process's, or fitted again
-        (the same draws: its generator is the run seed's)."""
+        (the same draws: its noise generator's seed is in ``meta``)."""
         key = meta.to_json()
         if key not in self._models:
-            assert meta.plan is not None
-            settings = meta.algorithm.dplt
-            epsilon, selections, latents = meta.plan
-            plan = BudgetPlan(float(epsilon), int(selections), int(latents), settings.budget_split)
             self._models[key] = PartyLatentModel.fit(
                 data.frame,
                 data.schema,
                 meta.public_domain,
-                settings,
-                plan,
+                meta.algorithm.dplt,
+                _plan(meta),
                 party_noise(meta.run_seed, meta.partition_id, meta.noise_seed),
             )
             while len(self._models) > CACHE_SIZE:
