@@ -47,6 +47,8 @@ class DPLTPartyMeta(BlockState):
     """``[epsilon, selections, latents]`` of the plan its latents were made with."""
     noise_seed: int | None = None
     """The party's own noise seed (node config ``noise-seed``), if it set one."""
+    bits: int = 0
+    """The party's bit count, as its setup reply said."""
 
     @property
     def algorithm(self) -> VFLGANConfig:
@@ -109,14 +111,14 @@ class DPLTClient:
             json.dumps(domain.to_mapping(), sort_keys=True),
             noise_seed=node_integer(context, P.NODE_NOISE_SEED),
         )
-        bits = party_bit_count(domain, data.schema, meta.algorithm.dplt)
+        meta.bits = party_bit_count(domain, data.schema, meta.algorithm.dplt)
         meta.store(context, P.DL_STATE_META)
         return DPLTSetupReply(
             partition_id=partition_id,
             n_rows=data.n_rows,
             id_digest=data.id_digest,
             columns=data.schema.names,
-            bits=bits,
+            bits=meta.bits,
         ).to_content()
 
     def _latents(self, msg: Message, context: Context) -> RecordDict:
@@ -128,10 +130,7 @@ class DPLTClient:
                 f"the server's plan spends epsilon {request.epsilon}, but this run's budget "
                 f"is {budget}: refused"
             )
-        own = group_sizes(
-            party_bit_count(meta.public_domain, data.schema, meta.algorithm.dplt),
-            meta.algorithm.dplt.group_size,
-        )
+        own = group_sizes(meta.bits, meta.algorithm.dplt.group_size)
         if request.latents < len(own) or request.selections < sum(own) - len(own):
             raise ProtocolError(
                 f"the server's plan counts {request.latents} latent attributes and "

@@ -56,7 +56,7 @@ class _Run:
     started: float
     exchanges: int = 1
     counts: list[list[int]] = field(default_factory=list)
-    """Each party's latent attributes' state counts, in party order."""
+    """Each party's latent attributes' state counts, in party order (from its bits)."""
     tree: LatentTree | None = None
     phases: dict[str, float] = field(default_factory=dict)
 
@@ -127,7 +127,11 @@ class DPLTStrategy(VerticalStrategy["_Run", VFLGANResult]):
             plan.selections,
             plan.selection_epsilon,
         )
-        return _Run(grid, order, n_rows, plan, bits, started, exchanges=1 + agreed)
+        settings = self.config.dplt
+        counts = [
+            [state_count(n, settings) for n in group_sizes(b, settings.group_size)] for b in bits
+        ]
+        return _Run(grid, order, n_rows, plan, bits, started, 1 + agreed, counts)
 
     def train(self, run: _Run) -> None:
         """The latents' exchange, then the tree (steps 2-4 on the server)."""
@@ -139,21 +143,18 @@ class DPLTStrategy(VerticalStrategy["_Run", VFLGANResult]):
         )
         run.exchanges += 1
         blocks = []
-        settings = self.config.dplt
-        for node, bits in zip(run.order, run.bits, strict=True):
+        for node, bits, expected in zip(run.order, run.bits, run.counts, strict=True):
             try:
                 reply = LatentsReply.from_content(replies[node].content, run.n_rows)
             except ProtocolError as exc:
                 raise RunStopped(f"{self.party(node)} sent malformed latents: {exc}") from exc
             # Its groups and their states follow from its bit count and the settings:
             # anything else (or a count that would make huge tables) stops the run.
-            expected = [state_count(n, settings) for n in group_sizes(bits, settings.group_size)]
             if list(reply.counts) != expected:
                 raise RunStopped(
                     f"{self.party(node)} sent latent attributes of {list(reply.counts)} states; "
                     f"its {bits} bits make {expected} (dplt settings differ between the parties?)"
                 )
-            run.counts.append(expected)
             blocks.append(reply.states)
         latents = np.concatenate(blocks, axis=1)
         run.phases["latents"] = time.monotonic() - begun

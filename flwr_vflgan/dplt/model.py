@@ -338,9 +338,7 @@ class BudgetPlan:
         """Epsilon each step spends, computed back from the noise scales, and the sum."""
         parts = {
             "grouping": self.selections * self.selection_epsilon,
-            "mutual_information": (
-                HISTOGRAM_SENSITIVITY * self.pairs / self.pair_scale if self.pairs else 0.0
-            ),
+            "mutual_information": self.server_spent()["mutual_information"],
             "parameters": HISTOGRAM_SENSITIVITY * 2 * self.latents / self.parameter_scale,
         }
         return {**parts, "total": sum(parts.values())}

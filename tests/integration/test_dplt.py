@@ -143,28 +143,21 @@ def test_the_wire_carries_one_state_per_row_and_group_and_nothing_else(adult_sma
         assert list(table.columns) == block.schema.names and len(table) == 100
 
 
-def test_a_party_refuses_a_plan_that_spends_more_than_its_budget(
-    adult_small: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def doubled(epsilon: float, selections: int, latents: int) -> LatentsRequest:
-        return LatentsRequest(2 * epsilon, selections, latents)
-
-    monkeypatch.setattr(dplt_strategy, "LatentsRequest", doubled)
-    with pytest.raises(RunStopped, match=r"budget is 5\.0: refused"):
-        _strategy(_spec(adult_small, 2)).start(_grid(2))
-
-
-def test_a_party_refuses_a_plan_that_counts_fewer_attributes_than_its_own(
-    adult_small: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A plan with fewer latent attributes than the party alone has would give its
-    histograms too little noise."""
-
-    def undercounted(epsilon: float, selections: int, latents: int) -> LatentsRequest:
-        return LatentsRequest(epsilon, selections, 1)
-
-    monkeypatch.setattr(dplt_strategy, "LatentsRequest", undercounted)
-    with pytest.raises(RunStopped, match=r"fewer than this party's own"):
+@pytest.mark.parametrize(
+    ("tamper", "refusal"),
+    [
+        # A plan that spends more than the run's budget.
+        (lambda e, s, n: LatentsRequest(2 * e, s, n), r"budget is 5\.0: refused"),
+        # Fewer latent attributes than the party alone has: its histograms' noise too small.
+        (lambda e, s, n: LatentsRequest(e, s, 1), r"fewer than this party's own"),
+    ],
+    ids=["over-budget", "undercounted"],
+)
+def test_a_party_refuses_a_plan_it_can_see_is_wrong(
+    adult_small: Path, monkeypatch: pytest.MonkeyPatch, tamper, refusal: str
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(dplt_strategy, "LatentsRequest", tamper)
+    with pytest.raises(RunStopped, match=refusal):
         _strategy(_spec(adult_small, 2)).start(_grid(2))
 
 
