@@ -78,6 +78,10 @@ class BuiltinDataset:
     # preprocessing; None: a delimited file read by :meth:`read` itself.
     reader: Callable[[str, str], pd.DataFrame] | None = None
     paper: str = ""  # which seed paper uses it, and where: "paper 000, Section 5.1.1"
+    # A table derived from a delimited file (a bundled one included): the file's columns
+    # (when they differ from ``columns``) and the preprocessing from them to ``columns``.
+    file_columns: tuple[str, ...] = ()
+    prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     preprocessing: str = ""  # what its paper does to the published file, in short
 
     def schema(self) -> Schema:
@@ -112,13 +116,18 @@ class BuiltinDataset:
             na_values=["?"],
             keep_default_na=False,
         )
-        names = tuple(frame.columns)
-        if has_header and len(names) == len(self.columns) and names != self.columns:
+        names, expected = tuple(frame.columns), self.file_columns or self.columns
+        if has_header and len(names) == len(expected) and names != expected:
             raise ValueError(
-                f"the {self.name} file {where} has header {list(names)}, "
-                f"expected {list(self.columns)}"
+                f"the {self.name} file {where} has header {list(names)}, expected {list(expected)}"
             )
-        frame = by_position(frame, self.columns, self.name, where)
+        frame = by_position(frame, expected, self.name, where)
+        if self.prepare is not None:
+            frame = self.prepare(frame)
+            if tuple(frame.columns) != self.columns:
+                raise AssertionError(
+                    f"the {self.name} preprocessing returned {list(frame.columns)}"
+                )
         return self._checked(frame, where)
 
     def _checked(self, frame: pd.DataFrame, where: str) -> pd.DataFrame:

@@ -34,7 +34,14 @@ from typing import Any
 
 from flwr_vflgan.data.schema import ColumnKind, ColumnSpec, Schema, parse_kind
 
-__all__ = ["ColumnDomain", "PublicDomain", "bundled_domain", "required_domain", "resolve_domain"]
+__all__ = [
+    "ColumnDomain",
+    "PublicDomain",
+    "bundled_domain",
+    "bundled_domains",
+    "required_domain",
+    "resolve_domain",
+]
 
 _KEYS = {
     ColumnKind.CATEGORICAL: {"kind", "categories", "missing"},
@@ -208,7 +215,8 @@ class PublicDomain:
 
 
 def bundled_domain(name: str) -> PublicDomain | None:
-    """The domain shipped for registered dataset ``name`` (``adult``), or ``None``.
+    """The domain shipped for registered dataset ``name`` (:func:`bundled_domains`:
+    ``adult``, ``adult_thesis``, ``german_credit``), or ``None``.
 
     Adult's (``bundled/adult.domain.json``) lists the categories of UCI's ``adult.names``
     codebook in its order and hand-chosen numeric bounds (census top-codes and round
@@ -219,6 +227,13 @@ def bundled_domain(name: str) -> PublicDomain | None:
     if not resource.is_file():
         return None
     return PublicDomain.from_mapping(json.loads(resource.read_text(encoding="utf-8")))
+
+
+def bundled_domains() -> list[str]:
+    """The names of the registered datasets with a bundled domain, sorted."""
+    suffix = ".domain.json"
+    folder = resources.files("flwr_vflgan.data").joinpath("bundled")
+    return sorted(p.name[: -len(suffix)] for p in folder.iterdir() if p.name.endswith(suffix))
 
 
 def resolve_domain(value: object) -> PublicDomain | None:
@@ -241,8 +256,8 @@ def resolve_domain(value: object) -> PublicDomain | None:
         if Path(value).suffix in (".json", ".yaml", ".yml"):
             return PublicDomain.load(value)
         raise ValueError(
-            f"dataset.domain={str(value)!r} is neither a bundled domain (adult) nor a "
-            ".json/.yaml file"
+            f"dataset.domain={str(value)!r} is neither a bundled domain "
+            f"({', '.join(bundled_domains())}) nor a .json/.yaml file"
         )
     raise ValueError(f"dataset.domain must be a file, a bundled name or a mapping, got {value!r}")
 

@@ -55,6 +55,8 @@ from flwr_vflgan.data.series_files import read_series_file, series_file_table
 logger = logging.getLogger(__name__)
 
 _PARTITIONS = ("even", "explicit", "random", "importance")
+ROWS_SEED = 0
+"""Seed of ``dataset.rows``' sample: a row count always means the same rows."""
 PartyScaling = Literal["standard", "minmax", "mode", "quantile"]
 SCALINGS: tuple[str, ...] = ("standard", "minmax", "mode", "quantile")
 """``dataset.numeric_scaling``: paper 000's standardisation, [-1, 1] for images, CTGAN's
@@ -113,6 +115,12 @@ class DataSpec:
         category lists; :class:`~flwr_vflgan.data.domain.PublicDomain`). When given, every
         party's encoder is built from it instead of from its rows; ``dp=end_to_end``
         requires it.
+    rows
+        Train on a uniform sample of this many rows of the table, drawn without
+        replacement with :data:`ROWS_SEED` (the same rows in every process and run; the
+        row IDs are the sampled rows' IDs). ``None``: every row. For simulated runs at a
+        smaller scale (paper 004's 10^5 rows on two cores); a deployed party holds its
+        own rows and ignores it.
     time_column
         A user's file of series in long format (VFLGAN-TS): the column of the time step;
         ``id_column`` names the series (``series`` when unset). Its channels are split
@@ -138,6 +146,7 @@ class DataSpec:
     drop: tuple[str, ...] = ()
     domain: Mapping[str, Any] | None = None
     time_column: str | None = None
+    rows: int | None = None
 
     def __post_init__(self) -> None:
         # One party is a valid spec for split classification (GAFM: one non-label party
@@ -157,6 +166,15 @@ class DataSpec:
                 f"dataset=csv dataset.source=<path>"
             )
         self._check_importance()
+        if self.rows is not None and (
+            isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 2
+        ):
+            raise ValueError(f"dataset.rows must be an integer >= 2 (or null), got {self.rows!r}")
+        if self.rows is not None and self.time_column is not None:
+            raise ValueError(
+                "dataset.rows samples the rows of a table; a file of series "
+                "(dataset.time_column) cannot be sampled by row: leave dataset.rows unset"
+            )
         if self.numeric_scaling not in SCALINGS:
             raise ValueError(
                 f"unknown numeric_scaling {self.numeric_scaling!r}; valid: {list(SCALINGS)}"
@@ -209,10 +227,12 @@ class DataSpec:
 
     def to_json(self) -> str:
         """Compact JSON form (sent to simulated parties in the setup message). ``file``
-        is left out when unset, so specs written before it existed read the same."""
+        and ``rows`` are left out when unset, so specs written before they existed read
+        the same."""
         fields = asdict(self)
-        if fields["file"] is None:
-            del fields["file"]
+        for name in ("file", "rows"):
+            if fields[name] is None:
+                del fields[name]
         return json.dumps(fields, sort_keys=True)
 
     @classmethod
@@ -243,7 +263,28 @@ class PartyData:
 
 
 def load_full_table(spec: DataSpec) -> tuple[Dataset, pd.Series]:
-    """The whole table of a spec with its row IDs (0..n-1 for registered datasets)."""
+    """The whole table of a spec with its row IDs (0..n-1 for registered datasets), or
+    its sample of ``spec.rows`` rows (:func:`sample_rows`)."""
+    dataset, ids = _load_table(spec)
+    return (dataset, ids) if spec.rows is None else sample_rows(dataset, ids, spec.rows)
+
+
+def sample_rows(dataset: Dataset, ids: pd.Series, rows: int) -> tuple[Dataset, pd.Series]:
+    """``rows`` rows drawn uniformly without replacement with :data:`ROWS_SEED`, kept in
+    table order, with their IDs; more rows than the table has is an error that says how
+    many it has."""
+    n = len(dataset.frame)
+    if rows > n:
+        raise ValueError(
+            f"dataset.rows={rows} but the {dataset.name} table has {n} rows: set "
+            f"dataset.rows to at most {n}, or null for every row"
+        )
+    keep = np.sort(np.random.default_rng(ROWS_SEED).choice(n, size=rows, replace=False))
+    frame = dataset.frame.iloc[keep].reset_index(drop=True)
+    return Dataset(dataset.name, frame, dataset.schema), ids.iloc[keep].reset_index(drop=True)
+
+
+def _load_table(spec: DataSpec) -> tuple[Dataset, pd.Series]:
     if spec.is_registered:
         dataset = load_dataset(spec.source, data_dir=spec.data_dir, file=spec.file)
         dataset = drop_columns(dataset, spec.drop)

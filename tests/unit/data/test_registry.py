@@ -48,6 +48,7 @@ def kinds(dataset: Dataset, kind: ColumnKind) -> list[str]:
 def test_list_datasets() -> None:
     assert list_datasets() == [
         "adult",
+        "adult_thesis",
         "california_housing",
         "census",
         "covertype",
