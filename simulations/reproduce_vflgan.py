@@ -26,6 +26,7 @@ from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
 from flwr_vflgan.simulations.config import ReproduceConfig, RunSpec, to_run_spec
 from flwr_vflgan.simulations.outputs import write_json
 from flwr_vflgan.simulations.pipeline import effective_evaluation, evaluate_run, run_gan
+from flwr_vflgan.simulations.reproduce_thesis import write_paper004
 from flwr_vflgan.simulations.seed_summary import dataset_name
 from flwr_vflgan.simulations.seed_summary import mean_spread as _mean_spread
 
@@ -320,6 +321,11 @@ _GUARANTEES = {
         "`dp=end_to_end`: every update that reads real rows, the server's included, with "
         "encoders from public metadata (`end_to_end`)"
     ),
+    "pate": (
+        "VDGAN-PATE (paper 004 Algorithms 4-5): each client's noisy, thresholded votes of "
+        "its teachers' gradient signs (`noisy_votes`); the teachers, trained un-noised, "
+        "never leave their client, and the encoders are not covered"
+    ),
 }
 
 
@@ -395,8 +401,11 @@ def _shown(value: float | None, digits: int) -> str:
 def write(
     results: Sequence[tuple[RunSpec, dict[str, Any]]], rc: ReproduceConfig
 ) -> tuple[str, dict[str, Any]]:
-    """Table 1's markdown and JSON."""
+    """Table 1's markdown and JSON; beside them, paper 004's measures over epsilon for
+    each dataset whose runs have them (:mod:`~flwr_vflgan.simulations.reproduce_thesis`)."""
     table = summarise(results)
+    for path in write_paper004(Path(rc.out_dir), list(table)):
+        print(f"wrote {path}", flush=True)
     return render_table(table, rc, results[0][0].evaluation.cv_folds), table
 
 

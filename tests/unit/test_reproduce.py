@@ -471,3 +471,23 @@ def test_every_dp_row_of_table_1_has_its_papers_delta() -> None:
     assert set(PAPER_TABLE1_DP) <= set(deltas)
     assert (deltas["wine_red"], deltas["wine_white"], deltas["hcv"]) == (5e-4, 2e-4, 8e-4)
     assert set(PAPER_TABLE1) == set(PAPER_TABLE1_DP)
+
+
+def test_vdgan_pate_rows_are_a_dp_mechanism_of_their_own() -> None:
+    rc = ReproduceConfig(
+        datasets=("adult_thesis",),
+        algorithms=("vdgan",),
+        seeds=(0,),
+        dp_epsilons=(1.0,),
+        non_dp=False,
+        dp_mechanism="pate",
+        out_dir="out",
+    )
+    (spec,) = _grid(rc)
+    assert spec.algorithm.dp.mechanism.value == "pate"
+    assert spec.algorithm.dp.delta == 1e-5  # paper 004 states none: Adult's
+    assert spec.run_dir == Path("out/adult_thesis/vdgan-dp1-pate/seed0")
+    rows = [(spec, {"seed": 0, "fd": 1.0, "evaluation": {"ai_utility": {}}})]
+    text, table = family_of("vflgan").reproduction().write(rows, rc)
+    assert set(table["adult_thesis"]) == {"vdgan@dp1-pate"}
+    assert "DP rows: VDGAN-PATE" in text and "`noisy_votes`" in text

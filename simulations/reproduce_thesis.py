@@ -1,0 +1,289 @@
+"""Paper 004's measures over epsilon (its Figures 5.2, 5.4 and 5.6 and Appendix Figures A.1
+and A.3), written beside paper 000's Table 1 by :mod:`~flwr_vflgan.simulations.reproduce`.
+
+    python -m simulations.reproduce 'reproduce.datasets=[adult_thesis]' 'reproduce.seeds=[0]' \\
+        'reproduce.algorithms=[vdgan]' reproduce.non_dp=false reproduce.dp_mechanism=dpsgd \\
+        'reproduce.dp_epsilons=[0.5,1,2,4,8]' reproduce.out_dir=runs/thesis-adult \\
+        dataset.rows=10000 train.epochs=30 evaluation.avd=true 'evaluation.avd_k=[2,4,6]' \\
+        evaluation.ml_efficacy=true
+
+The thesis's five methods are the runs of one ``reproduce.out_dir``, made by up to four
+invocations (one per mechanism: the GANs without DP, DPLT, VDGAN-DPSGD and VDGAN-PATE;
+docs/reproduction.md has them). Each invocation's table reads every finished run of
+the out dir that has the thesis's measures (k-AVD with ``evaluation.avd`` and the MLP's
+AUC with ``evaluation.ml_efficacy``), not only its own, so the last one draws all five:
+``<out_dir>/paper004_<dataset>.md`` (mean and spread over seeds per method and epsilon)
+and ``<out_dir>/paper004_<dataset>.png`` (the measures against epsilon, a line per DP
+method, a level per method without DP).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from flwr_vflgan.atomic import write_atomically
+from flwr_vflgan.data.schema import ColumnKind, Schema
+from flwr_vflgan.evaluation.plots import pyplot, save_figure
+from flwr_vflgan.metrics.associations import association_matrix
+from flwr_vflgan.runtime.party_data import load_full_table, spec_from_mapping
+from flwr_vflgan.simulations.seed_summary import mean_spread
+
+METHODS = {
+    ("wgan_gp", "none"): "Center-NoDP",
+    ("vdgan", "none"): "VD-NoDP",
+    ("dplt", "end_to_end"): "DPLT",
+    ("vdgan", "dpsgd"): "VDGAN-DPSGD",
+    ("vdgan", "pate"): "VDGAN-PATE",
+}
+"""The thesis's methods (Section 5.3) by (``algorithm.variant``, DP mechanism)."""
+
+MEASURES = {
+    "k2_avd": ("2-AVD", "Fig. A.1"),
+    "k4_avd": ("4-AVD", "Fig. 5.2"),
+    "k6_avd": ("6-AVD", "Fig. A.1"),
+    "dcm": ("DCM", "Fig. 5.4"),
+    "mlp_auc": ("MLP AUC (TSTR)", "Figs. 5.6, A.3"),
+}
+"""Each measure's name and the thesis's figure of it (lower is better but for the AUC)."""
+
+
+Group = tuple[str, int | None, int]
+"""A method as run: its name, the teacher count (VDGAN-PATE only) and the epochs."""
+Found = dict[Group, dict[float | None, list[dict[str, float]]]]
+
+
+def run_measures(run_dir: Path) -> tuple[Group, float | None, dict[str, float]] | None:
+    """A finished run's group, epsilon (``None`` without DP) and measures; ``None``
+    when it is not one of :data:`METHODS` or lacks the measures."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+    algorithm = config.get("algorithm", {})
+    dp = algorithm.get("dp") or {}
+    mechanism = dp.get("mechanism") or "none"
+    method = METHODS.get((algorithm.get("variant"), mechanism))
+    evaluation = metrics.get("evaluation", {})
+    avd, ml = evaluation.get("avd", {}), evaluation.get("ml_efficacy", {})
+    if method is None or "k4_avd" not in avd or "mlp_synthetic_auc" not in ml:
+        return None
+    measures = {k: float(avd[k]) for k in ("k2_avd", "k4_avd", "k6_avd", "dcm") if k in avd}
+    measures["mlp_auc"] = float(ml["mlp_synthetic_auc"])
+    measures["mlp_real_auc"] = float(ml.get("mlp_real_auc", math.nan))
+    epsilon = None if mechanism == "none" else float(dp["target_epsilon"])
+    teachers = int(dp["pate_teachers"]) if mechanism == "pate" else None
+    epochs = int(config.get("algorithm", {}).get("train", {}).get("epochs", 0))
+    return (method, teachers, epochs), epsilon, measures
+
+
+def collect(dataset_dir: Path) -> Found:
+    """Every finished run under ``<out_dir>/<dataset>/<method>/seed<k>/`` by group
+    (method, teachers, epochs) and epsilon, the groups in :data:`METHODS`' order."""
+    found: Found = {}
+    for run_dir in sorted(dataset_dir.glob("*/seed*")):
+        measured = run_measures(run_dir)
+        if measured is not None:
+            group, epsilon, measures = measured
+            found.setdefault(group, {}).setdefault(epsilon, []).append(measures)
+    order = list(METHODS.values())
+    return dict(sorted(found.items(), key=lambda item: (order.index(item[0][0]), *_rest(item[0]))))
+
+
+def _rest(group: Group) -> tuple[int, int]:
+    return (group[1] or 0, group[2])
+
+
+def label(group: Group) -> str:
+    """``VDGAN-PATE, 10 teachers``: the method, with its teacher count."""
+    method, teachers, _ = group
+    return method if teachers is None else f"{method}, {teachers} teachers"
+
+
+def main_epochs(found: Found) -> int:
+    """The epoch count of most runs (the sweep over epsilon; shorter ablations aside)."""
+    counts: dict[int, int] = {}
+    for group, runs in found.items():
+        counts[group[2]] = counts.get(group[2], 0) + sum(len(r) for r in runs.values())
+    return max(counts, key=lambda e: (counts[e], e))
+
+
+def render(dataset: str, found: Found) -> str:
+    """Markdown: one row per method and epsilon, mean ± spread over seeds."""
+    names = [name for name, _ in MEASURES.values()]
+    lines = [
+        f"# Paper 004's measures over epsilon: {dataset}",
+        "",
+        "Mean ± sample standard deviation over the seeds in `seeds`; k-AVD and DCM lower is "
+        "better, the MLP's AUC (trained on the synthetic table, tested on the real one) "
+        "higher. The thesis's figure of each measure: "
+        + ", ".join(f"{name} {figure}" for name, figure in MEASURES.values())
+        + ".",
+        "",
+        "| method | epochs | epsilon | seeds | " + " | ".join(names) + " |",
+        "|---|---|---|---|" + "---|" * len(names),
+    ]
+    for group, by_epsilon in found.items():
+        for epsilon, runs in sorted(by_epsilon.items(), key=_epsilon_order):
+            cells = [_cell([run.get(key, math.nan) for run in runs]) for key in MEASURES]
+            shown = "no DP" if epsilon is None else f"{epsilon:g}"
+            lines.append(
+                f"| {label(group)} | {group[2]} | {shown} | {len(runs)} | "
+                + " | ".join(cells)
+                + " |"
+            )
+    real = [run["mlp_real_auc"] for m in found.values() for rs in m.values() for run in rs]
+    lines += ["", f"MLP AUC trained on the real table (TRTR): {_cell(real)}.", ""]
+    return "\n".join(lines)
+
+
+def _epsilon_order(item: tuple[float | None, Any]) -> float:
+    return -1.0 if item[0] is None else item[0]
+
+
+def _cell(values: Sequence[float]) -> str:
+    mean, spread = mean_spread(values)
+    return "-" if math.isnan(mean) else f"{mean:.3f} ± {spread:.3f}"
+
+
+def plot(dataset: str, found: Found, path: Path) -> Path:
+    """The measures against epsilon of the runs of :func:`main_epochs`: a line per DP
+    method, a dashed level per method without DP."""
+    plt = pyplot()
+    epochs = main_epochs(found)
+    groups = [group for group in found if group[2] == epochs]
+    fig, axes = plt.subplots(1, len(MEASURES), figsize=(4 * len(MEASURES), 3.4))
+    for ax, (key, (name, figure)) in zip(axes, MEASURES.items(), strict=True):
+        for index, group in enumerate(groups):
+            by_epsilon, method = found[group], label(group)
+            colour = f"C{index}"
+            if None in by_epsilon:
+                level, _ = mean_spread([r.get(key, math.nan) for r in by_epsilon[None]])
+                ax.axhline(level, color=colour, linestyle="--", label=method)
+            points = sorted(e for e in by_epsilon if e is not None)
+            if points:
+                means = [
+                    mean_spread([r.get(key, math.nan) for r in by_epsilon[e]])[0] for e in points
+                ]
+                ax.plot(points, means, marker="o", color=colour, label=method)
+        ax.set_xscale("log", base=2)
+        ax.set(title=f"{name} ({figure})", xlabel="epsilon")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"Paper 004's measures over epsilon, {dataset} ({epochs} epochs)")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def plot_teachers(dataset: str, found: Found, path: Path) -> Path | None:
+    """Figure 5.12's layout: VDGAN-PATE's 4-AVD, DCM and MLP AUC per teacher count (a
+    bar each) and epsilon (a group each), for the epoch count with the most teacher
+    counts; the methods without DP as levels. ``None`` with fewer than two counts."""
+    by_epochs: dict[int, list[Group]] = {}
+    for group in found:
+        if group[1] is not None:
+            by_epochs.setdefault(group[2], []).append(group)
+    if not by_epochs or max(len(g) for g in by_epochs.values()) < 2:
+        return None
+    epochs = max(by_epochs, key=lambda e: (len(by_epochs[e]), e))
+    pate = sorted(by_epochs[epochs], key=lambda g: g[1] or 0)
+    epsilons = sorted({e for g in pate for e in found[g] if e is not None})
+    plt = pyplot()
+    keys = ("k4_avd", "dcm", "mlp_auc")
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.4))
+    width = 0.8 / len(pate)
+    for ax, key in zip(axes, keys, strict=True):
+        for index, group in enumerate(pate):
+            means = [
+                mean_spread([r.get(key, math.nan) for r in found[group].get(e, [])])[0]
+                for e in epsilons
+            ]
+            xs = [i + (index - (len(pate) - 1) / 2) * width for i in range(len(epsilons))]
+            ax.bar(xs, means, width, label=f"{group[1]} teachers")
+        for index, group in enumerate(g for g in found if None in found[g]):
+            level, _ = mean_spread([r.get(key, math.nan) for r in found[group][None]])
+            ax.axhline(level, color=f"C{index + len(pate)}", linestyle="--", label=label(group))
+        ax.set_xticks(range(len(epsilons)), [f"epsilon {e:g}" for e in epsilons])
+        ax.set_title(MEASURES[key][0])
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"VDGAN-PATE by number of teachers, {dataset} ({epochs} epochs; Fig. 5.12)")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def correlation_runs(dataset_dir: Path, epsilon: float) -> list[tuple[str, Path]]:
+    """Seed 0's run dir of each DP group at ``epsilon`` and :func:`main_epochs`, by
+    label, in :data:`METHODS`' order."""
+    found, dirs = collect(dataset_dir), {}
+    if not found:
+        return []
+    epochs = main_epochs(found)
+    for run_dir in sorted(dataset_dir.glob("*/seed0")):
+        measured = run_measures(run_dir)
+        if measured is not None and measured[1] == epsilon and measured[0][2] == epochs:
+            dirs[measured[0]] = run_dir
+    return [(label(group), dirs[group]) for group in found if group in dirs]
+
+
+def plot_correlations(dataset_dir: Path, path: Path, epsilon: float = 1.0) -> Path | None:
+    """Figure A.2 (and 5.3's layout): the association matrix of the real table beside
+    those of the DP methods' tables at ``epsilon`` (seed 0); ``None`` without such runs."""
+    runs = correlation_runs(dataset_dir, epsilon)
+    if not runs:
+        return None
+    config = json.loads((runs[0][1] / "config.json").read_text())
+    real, _ = load_full_table(spec_from_mapping(config["data"]))
+    schema = real.schema
+    panels = [("real", association_matrix(real.frame, schema))]
+    for name, run_dir in runs:
+        synthetic = read_synthetic(run_dir / "synthetic.csv", schema)
+        panels.append((name, association_matrix(synthetic, schema)))
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.4))
+    for ax, (name, matrix) in zip(np.atleast_1d(axes), panels, strict=True):
+        image = ax.imshow(matrix.to_numpy(float), vmin=-1.0, vmax=1.0, cmap="coolwarm")
+        ax.set_title(name, fontsize=9)
+        ticks = np.arange(len(matrix.columns))
+        ax.set_xticks(ticks, [str(c)[:10] for c in matrix.columns], rotation=90, fontsize=5)
+        ax.set_yticks(ticks, [str(c)[:10] for c in matrix.columns], fontsize=5)
+    fig.colorbar(image, ax=list(np.atleast_1d(axes)), fraction=0.02)
+    fig.suptitle(f"Associations, real vs synthetic at epsilon {epsilon:g} (Fig. A.2)")
+    return save_figure(fig, path)
+
+
+def read_synthetic(path: Path, schema: Schema) -> pd.DataFrame:
+    """A published table with its categorical columns read as text, as the real one."""
+    categorical = [c.name for c in schema.columns if c.kind is ColumnKind.CATEGORICAL]
+    return pd.read_csv(path, dtype=dict.fromkeys(categorical, str), keep_default_na=False)[
+        list(schema.names)
+    ]
+
+
+def _write_text(text: str, path: Path) -> None:
+    path.write_text(text)
+
+
+def write_paper004(out_dir: Path, datasets: Sequence[str]) -> list[Path]:
+    """``paper004_<dataset>.md`` and ``.png`` for each dataset whose runs have the
+    thesis's measures, with ``paper004_<dataset>_teachers.png`` when VDGAN-PATE ran
+    with several teacher counts and ``paper004_<dataset>_maps.png`` when DP runs at
+    epsilon 1 published a table; the paths written."""
+    written: list[Path] = []
+    for dataset in datasets:
+        found = collect(out_dir / dataset)
+        if not found:
+            continue
+        markdown = out_dir / f"paper004_{dataset}.md"
+        write_atomically(markdown, functools.partial(_write_text, render(dataset, found)))
+        written += [markdown, plot(dataset, found, out_dir / f"paper004_{dataset}.png")]
+        teachers = plot_teachers(dataset, found, out_dir / f"paper004_{dataset}_teachers.png")
+        maps = plot_correlations(out_dir / dataset, out_dir / f"paper004_{dataset}_maps.png")
+        written += [p for p in (teachers, maps) if p is not None]
+    return written
