@@ -23,6 +23,7 @@ import functools
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,9 @@ from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.data.schema import ColumnKind, Schema
 from flwr_vflgan.evaluation.plots import pyplot, save_figure
 from flwr_vflgan.metrics.associations import association_matrix
-from flwr_vflgan.runtime.party_data import load_full_table, spec_from_mapping
+from flwr_vflgan.privacy.thesis_mia import attribute_codes, thesis_mia, thesis_outliers
+from flwr_vflgan.runtime.party_data import DataSpec, load_full_table, spec_from_mapping
+from flwr_vflgan.simulations.outputs import write_json
 from flwr_vflgan.simulations.seed_summary import mean_spread
 
 METHODS = {
@@ -51,8 +54,24 @@ MEASURES = {
     "k6_avd": ("6-AVD", "Fig. A.1"),
     "dcm": ("DCM", "Fig. 5.4"),
     "mlp_auc": ("MLP AUC (TSTR)", "Figs. 5.6, A.3"),
+    "mia_0": ("MIA, 0 % outliers", "Fig. A.4"),
+    "mia_50": ("MIA, 50 % outliers", "Figs. 5.10, A.4"),
+    "mia_100": ("MIA, 100 % outliers", "Fig. A.4"),
+    "mia_50_matched": ("MIA, 50 % outliers, matched", "-"),
 }
-"""Each measure's name and the thesis's figure of it (lower is better but for the AUC)."""
+"""Each measure's name and the thesis's figure of it (lower is better but for the AUC;
+0.5 is the attack's coin)."""
+OVER_EPSILON = ("k2_avd", "k4_avd", "k6_avd", "dcm", "mlp_auc", "mia_50")
+"""The measures drawn against epsilon."""
+
+MIA_SHARES = (0.0, 0.5, 1.0)
+MATCHED_SHARE = 0.5
+"""The share also attacked with unseen targets of the same make-up (as many outliers):
+the thesis draws them uniformly, so its accuracy also measures how typical the training
+targets are (docs/privacy.md, "Paper 004's attack on outlier targets")."""
+MIA_TARGETS = 100
+"""The thesis's ``m`` (Section 5.4.2): training targets, and as many unseen ones."""
+MIA_REPETITIONS = 10
 
 
 Group = tuple[str, int | None, int]
@@ -79,10 +98,64 @@ def run_measures(run_dir: Path) -> tuple[Group, float | None, dict[str, float]] 
     measures = {k: float(avd[k]) for k in ("k2_avd", "k4_avd", "k6_avd", "dcm") if k in avd}
     measures["mlp_auc"] = float(ml["mlp_synthetic_auc"])
     measures["mlp_real_auc"] = float(ml.get("mlp_real_auc", math.nan))
+    measures.update(run_mia(run_dir, config))
     epsilon = None if mechanism == "none" else float(dp["target_epsilon"])
     teachers = int(dp["pate_teachers"]) if mechanism == "pate" else None
     epochs = int(config.get("algorithm", {}).get("train", {}).get("epochs", 0))
     return (method, teachers, epochs), epsilon, measures
+
+
+@functools.lru_cache(maxsize=4)
+def _members_and_unseen(spec_json: str) -> tuple[pd.DataFrame, pd.DataFrame, Schema]:
+    """A sampled run's training rows (``dataset.rows``) and the table's other rows. In an
+    up-sampled table (paper 004's) some of those are copies of training rows; they stay,
+    since leaving them out would leave the rarer rows and bias the attack (a copy scores
+    as its original: such pairs are coin flips, so the accuracy is, if anything, low)."""
+    spec = DataSpec.from_json(spec_json)
+    full, full_ids = load_full_table(replace(spec, rows=None))
+    sample, ids = load_full_table(spec)
+    rest = full.frame[~full_ids.isin(set(ids)).to_numpy()].reset_index(drop=True)
+    return sample.frame, rest, sample.schema
+
+
+def run_mia(run_dir: Path, config: dict[str, Any]) -> dict[str, float]:
+    """Paper 004's membership attack on a run trained on ``dataset.rows`` of its table:
+    the accuracy for each share of :data:`MIA_SHARES` outlier targets
+    (:func:`~flwr_vflgan.privacy.thesis_mia.thesis_mia`, the unseen targets from the rows
+    the sample left out), cached in the run's ``thesis_mia.json``. Empty for a run of a
+    whole table; NaN for a share the training rows hold too few outliers for."""
+    cache = run_dir / "thesis_mia.json"
+    settings = [MIA_TARGETS, MIA_REPETITIONS, list(MIA_SHARES), MATCHED_SHARE, "copies kept"]
+    if cache.exists() and json.loads(cache.read_text()).get("settings") == settings:
+        return dict(json.loads(cache.read_text())["accuracy"])
+    data = config.get("data") or {}
+    if data.get("rows") is None or not (run_dir / "synthetic.csv").exists():
+        return {}
+    members, unseen, schema = _members_and_unseen(spec_from_mapping(data).to_json())
+    synthetic = read_synthetic(run_dir / "synthetic.csv", schema)
+    trained, never, published = attribute_codes([members, unseen, synthetic], schema, synthetic)
+    is_outlier = thesis_outliers(members, schema)
+    matched = thesis_outliers(unseen, schema, members)
+    accuracy = {}
+    for share, unseen_outlier in [*((s, None) for s in MIA_SHARES), (MATCHED_SHARE, matched)]:
+        name = f"mia_{share * 100:.0f}" + ("" if unseen_outlier is None else "_matched")
+        try:
+            (result,) = thesis_mia(
+                trained,
+                never,
+                published,
+                is_outlier,
+                targets=MIA_TARGETS,
+                shares=[share],
+                repetitions=MIA_REPETITIONS,
+                seed=0,
+                unseen_outlier=unseen_outlier,
+            )
+            accuracy[name] = result.mean
+        except ValueError:
+            accuracy[name] = math.nan
+    write_json(cache, {"settings": settings, "accuracy": accuracy})
+    return accuracy
 
 
 def collect(dataset_dir: Path) -> Found:
@@ -160,8 +233,9 @@ def plot(dataset: str, found: Found, path: Path) -> Path:
     plt = pyplot()
     epochs = main_epochs(found)
     groups = [group for group in found if group[2] == epochs]
-    fig, axes = plt.subplots(1, len(MEASURES), figsize=(4 * len(MEASURES), 3.4))
-    for ax, (key, (name, figure)) in zip(axes, MEASURES.items(), strict=True):
+    fig, axes = plt.subplots(1, len(OVER_EPSILON), figsize=(4 * len(OVER_EPSILON), 3.4))
+    for ax, key in zip(axes, OVER_EPSILON, strict=True):
+        name, figure = MEASURES[key]
         for index, group in enumerate(groups):
             by_epsilon, method = found[group], label(group)
             colour = f"C{index}"
@@ -214,6 +288,35 @@ def plot_teachers(dataset: str, found: Found, path: Path) -> Path | None:
         ax.set_title(MEASURES[key][0])
     axes[0].legend(fontsize=7)
     fig.suptitle(f"VDGAN-PATE by number of teachers, {dataset} ({epochs} epochs; Fig. 5.12)")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def plot_mia_utility(dataset: str, found: Found, path: Path) -> Path | None:
+    """Figures 5.10 and A.5: the attack's accuracy on 50 % outlier targets against each
+    utility measure, a point per method and epsilon (the runs of :func:`main_epochs`);
+    ``None`` when no run has it. The ideal corner is a coin (0.5) at the best utility."""
+    epochs = main_epochs(found)
+    groups = [g for g in found if g[2] == epochs]
+    if not any(r.get("mia_50") is not None for g in groups for rs in found[g].values() for r in rs):
+        return None
+    plt = pyplot()
+    keys = ("k4_avd", "dcm", "mlp_auc")
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.6))
+    for ax, key in zip(axes, keys, strict=True):
+        for index, group in enumerate(groups):
+            points = [
+                (
+                    mean_spread([r.get(key, math.nan) for r in runs])[0],
+                    mean_spread([r.get("mia_50", math.nan) for r in runs])[0],
+                )
+                for runs in found[group].values()
+            ]
+            ax.scatter(*zip(*points, strict=True), color=f"C{index}", label=label(group))
+        ax.axhline(0.5, color="grey", linewidth=0.8)
+        ax.set(xlabel=MEASURES[key][0], ylabel="MIA accuracy, 50 % outliers")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"Membership attack against utility, {dataset} (Figs. 5.10, A.5)")
     fig.tight_layout()
     return save_figure(fig, path)
 
@@ -273,8 +376,9 @@ def _write_text(text: str, path: Path) -> None:
 def write_paper004(out_dir: Path, datasets: Sequence[str]) -> list[Path]:
     """``paper004_<dataset>.md`` and ``.png`` for each dataset whose runs have the
     thesis's measures, with ``paper004_<dataset>_teachers.png`` when VDGAN-PATE ran
-    with several teacher counts and ``paper004_<dataset>_maps.png`` when DP runs at
-    epsilon 1 published a table; the paths written."""
+    with several teacher counts, ``paper004_<dataset>_maps.png`` when DP runs at
+    epsilon 1 published a table and ``paper004_<dataset>_mia.png`` when runs on a
+    sample (``dataset.rows``) could be attacked; the paths written."""
     written: list[Path] = []
     for dataset in datasets:
         found = collect(out_dir / dataset)
@@ -285,5 +389,6 @@ def write_paper004(out_dir: Path, datasets: Sequence[str]) -> list[Path]:
         written += [markdown, plot(dataset, found, out_dir / f"paper004_{dataset}.png")]
         teachers = plot_teachers(dataset, found, out_dir / f"paper004_{dataset}_teachers.png")
         maps = plot_correlations(out_dir / dataset, out_dir / f"paper004_{dataset}_maps.png")
-        written += [p for p in (teachers, maps) if p is not None]
+        mia = plot_mia_utility(dataset, found, out_dir / f"paper004_{dataset}_mia.png")
+        written += [p for p in (teachers, maps, mia) if p is not None]
     return written

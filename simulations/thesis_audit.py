@@ -31,8 +31,8 @@ from flwr_vflgan.evaluation.plots import pyplot, save_figure
 from flwr_vflgan.privacy.thesis_mia import (
     ThesisMIAResult,
     attribute_codes,
-    outlier_rows,
     thesis_mia,
+    thesis_outliers,
 )
 from flwr_vflgan.runtime.party_data import load_full_table
 from flwr_vflgan.simulations.audit_config import (
@@ -78,7 +78,7 @@ def run_thesis_mia(
         dataset, _ = load_full_table(spec.data)
         seed = audit_seed(spec, audit)
         members, unseen = split_members(dataset.frame, audit.train_rows, audit.targets, seed)
-        is_outlier = outlier_rows(members, dataset.schema)
+        is_outlier = thesis_outliers(members, dataset.schema)
         metrics, synthetic = trained_on(
             spec,
             audit_dir,
@@ -100,7 +100,7 @@ def run_thesis_mia(
             repetitions=audit.repetitions,
             seed=seed,
             unseen_outlier=(
-                outlier_rows(unseen, dataset.schema, members) if audit.unseen_outliers else None
+                thesis_outliers(unseen, dataset.schema, members) if audit.unseen_outliers else None
             ),
         )
         summary = {

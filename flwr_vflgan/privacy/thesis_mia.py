@@ -12,7 +12,10 @@ Decisions where the thesis is silent (docs/privacy.md, "Paper 004's attack"):
 * **Outliers.** A record is an outlier when at least one of its numeric attributes is
   outlying by Stadler et al.'s rule, the one paper 000's Appendix A.7 uses
   (:func:`~flwr_vflgan.privacy.vulnerable.outlier_counts`), with the quartiles of the
-  training table. The thesis does not say how it finds them.
+  training table. A table without numbers (the thesis's discretised Adult,
+  ``dataset=adult_thesis``) has no quartiles: there a record is an outlier when it holds
+  a value fewer than 1 % of the training rows hold (:func:`rare_value_rows`). The
+  thesis does not say how it finds them.
 * **Attribute codes.** The thesis discretises every dataset before training, so its
   Hamming distance compares codes. Here a categorical attribute's code is its value;
   a numeric one's is its bin among :data:`CODE_BINS` equal-frequency bins whose edges
@@ -40,7 +43,9 @@ __all__ = [
     "attribute_codes",
     "draw_targets",
     "outlier_rows",
+    "rare_value_rows",
     "thesis_mia",
+    "thesis_outliers",
 ]
 
 CODE_BINS = 10
@@ -83,6 +88,36 @@ def outlier_rows(
     """True for each row with at least one outlying numeric attribute (Stadler et al.'s
     rule with ``frame``'s quartiles, or ``quartiles_of``'s)."""
     return outlier_counts(frame, schema, quartiles_of) > 0
+
+
+RARE_SHARE = 0.01
+"""A categorical table's outliers: rows holding a value rarer than this share."""
+
+
+def rare_value_rows(
+    frame: pd.DataFrame, schema: Schema, shares_of: pd.DataFrame | None = None
+) -> np.ndarray:
+    """True for each row holding a value that fewer than :data:`RARE_SHARE` of
+    ``frame``'s rows (or ``shares_of``'s) hold, in any attribute: the outliers of a
+    table without numbers, the tail of its categories."""
+    fitted = frame if shares_of is None else shares_of
+    rare = np.zeros(len(frame), dtype=bool)
+    for spec in schema.columns:
+        shares = pd.Series(category_strings(fitted[spec.name])).value_counts(normalize=True)
+        values = pd.Series(category_strings(frame[spec.name]))
+        rare |= values.map(shares).fillna(0.0).to_numpy() < RARE_SHARE
+    return rare
+
+
+def thesis_outliers(
+    frame: pd.DataFrame, schema: Schema, reference: pd.DataFrame | None = None
+) -> np.ndarray:
+    """The outliers the attack's targets are drawn from: :func:`outlier_rows` when the
+    table has numeric attributes, else :func:`rare_value_rows` (paper 004 discretises
+    every table and does not say how it finds outliers; docs/privacy.md)."""
+    if any(spec.kind is not ColumnKind.CATEGORICAL for spec in schema.columns):
+        return outlier_rows(frame, schema, reference)
+    return rare_value_rows(frame, schema, reference)
 
 
 def draw_targets(

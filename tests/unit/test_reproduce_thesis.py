@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from flwr_vflgan.runtime.party_data import DataSpec, load_full_table
 from flwr_vflgan.simulations import reproduce_thesis as thesis
 
 
@@ -101,14 +102,14 @@ def test_the_table_has_a_row_per_method_and_epsilon_with_the_seed_spread(out_dir
     assert "Fig. 5.2" in text and "TRTR): 0.900 ± 0.000" in text
 
 
-def _publish(run_dir: Path) -> None:
-    """A synthetic.csv of the run's table (its first rows, shuffled per column)."""
-    from flwr_vflgan.runtime.party_data import DataSpec, load_full_table
-
+def _publish(run_dir: Path, copy: bool = False) -> None:
+    """A synthetic.csv of the run's 300 training rows: each column shuffled apart (a
+    table that keeps no record), or the rows themselves (``copy``)."""
     frame = load_full_table(DataSpec(source="adult", rows=300))[0].frame
     rng = np.random.default_rng(0)
-    shuffled = frame.apply(lambda column: column.to_numpy()[rng.permutation(len(column))])
-    shuffled.to_csv(run_dir / "synthetic.csv", index=False)
+    if not copy:
+        frame = frame.apply(lambda column: column.to_numpy()[rng.permutation(len(column))])
+    frame.to_csv(run_dir / "synthetic.csv", index=False)
 
 
 def test_the_figures_and_table_are_written_beside_table_1(out_dir: Path) -> None:
@@ -116,7 +117,8 @@ def test_the_figures_and_table_are_written_beside_table_1(out_dir: Path) -> None
         _publish(out_dir / "adult_thesis" / name / "seed0")
     written = thesis.write_paper004(out_dir, ["adult_thesis", "german_credit"])
     names = ["paper004_adult_thesis.md", "paper004_adult_thesis.png"]
-    assert written == [out_dir / n for n in [*names, "paper004_adult_thesis_maps.png"]]
+    figures = ["paper004_adult_thesis_maps.png", "paper004_adult_thesis_mia.png"]
+    assert written == [out_dir / n for n in [*names, *figures]]
     assert all(p.stat().st_size > 0 for p in written)
     assert not list(out_dir.glob("*.tmp*"))
 
@@ -158,3 +160,31 @@ def test_missing_measures_of_one_seed_do_not_poison_the_mean(tmp_path: Path) -> 
     (runs,) = thesis.collect(tmp_path / "adult_thesis")[("DPLT", None, 30)].values()
     assert math.isnan(runs[1].get("k6_avd", math.nan))
     assert thesis._cell([r.get("k6_avd", math.nan) for r in runs]) == "0.750 ± 0.000"
+
+
+def test_the_attack_finds_a_copied_training_table_and_not_a_shuffled_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copied = _run(tmp_path, "wgan_gp", "wgan_gp", None, None, 0.3, 0.8)
+    shuffled = _run(tmp_path, "vdgan", "vdgan", None, None, 0.3, 0.8)
+    _publish(copied, copy=True)
+    _publish(shuffled)
+    config = json.loads((copied / "config.json").read_text())
+    leaky = thesis.run_mia(copied, config)
+    assert set(leaky) == {"mia_0", "mia_50", "mia_100", "mia_50_matched"}
+    assert leaky["mia_0"] > 0.8 and leaky["mia_50_matched"] > 0.8
+    blind = thesis.run_mia(shuffled, config)
+    assert abs(blind["mia_0"] - 0.5) < 0.15 and abs(blind["mia_50_matched"] - 0.5) < 0.15
+    # Cached: a second call reads thesis_mia.json and attacks nothing.
+    monkeypatch.setattr(thesis, "thesis_mia", lambda *a, **k: pytest.fail("attacked again"))
+    assert thesis.run_mia(copied, config) == leaky
+    # measured as the table's columns, with the run's other measures
+    (group_runs,) = thesis.collect(tmp_path / "adult_thesis")[("Center-NoDP", None, 30)].values()
+    assert group_runs[0]["mia_0"] == leaky["mia_0"]
+
+
+def test_a_run_of_a_whole_table_is_not_attacked(tmp_path: Path) -> None:
+    run = _run(tmp_path, "wgan_gp", "wgan_gp", None, None, 0.3, 0.8)
+    _publish(run)
+    assert thesis.run_mia(run, {"data": {"source": "adult"}}) == {}
+    assert not (run / "thesis_mia.json").exists()

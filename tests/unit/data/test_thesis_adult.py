@@ -3,6 +3,7 @@ and ``dataset.rows``, the sample that runs the thesis's tables at a smaller scal
 
 from __future__ import annotations
 
+import itertools
 import json
 from importlib import resources
 
@@ -30,7 +31,7 @@ def test_integer_bins_cover_the_bounds_in_equal_widths_without_gaps() -> None:
     for low, high, bins in ((0, 99_999, 7), (1, 99, 7), (0, 6, 7), (0, 13, 7)):
         ranges = papers.integer_bins(low, high, bins)
         assert ranges[0][0] == low and ranges[-1][1] == high and len(ranges) == bins
-        assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:], strict=False))
+        assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(ranges))
         widths = [last - first + 1 for first, last in ranges]
         assert max(widths) - min(widths) <= 1
 
@@ -135,7 +136,7 @@ def test_more_rows_than_the_table_has_is_refused_with_its_size() -> None:
 
 @pytest.mark.parametrize("rows", [0, 1, -5, True, 2.5, "10"])
 def test_rows_must_be_a_count_of_at_least_two(rows: object) -> None:
-    with pytest.raises(ValueError, match="dataset.rows must be an integer >= 2"):
+    with pytest.raises(ValueError, match=r"dataset\.rows must be an integer >= 2"):
         DataSpec(source="adult", rows=rows)  # type: ignore[arg-type]
 
 

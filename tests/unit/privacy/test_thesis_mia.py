@@ -15,7 +15,9 @@ from flwr_vflgan.privacy.thesis_mia import (
     attribute_codes,
     draw_targets,
     outlier_rows,
+    rare_value_rows,
     thesis_mia,
+    thesis_outliers,
 )
 
 SCHEMA = Schema(
@@ -149,3 +151,26 @@ def test_unseen_rows_are_judged_by_the_training_quartiles():
     unseen = pd.DataFrame({"colour": ["a"] * 5, "size": [3.0, 3, 3, 9, 100]})
     assert outlier_rows(unseen, SCHEMA, train).tolist() == [False] * 3 + [True, True]
     assert outlier_rows(unseen, SCHEMA).tolist() == [False] * 4 + [True]
+
+
+def test_a_categorical_tables_outliers_hold_a_value_rarer_than_one_percent() -> None:
+    schema = Schema(
+        (ColumnSpec("a", ColumnKind.CATEGORICAL), ColumnSpec("b", ColumnKind.CATEGORICAL))
+    )
+    # 'z' in a is 1 row of 200 (0.5 %), 'y' in b 3 rows (1.5 %): only the 'z' row is rare.
+    frame = pd.DataFrame({"a": ["x"] * 199 + ["z"], "b": ["u"] * 197 + ["y"] * 3})
+    rare = rare_value_rows(frame, schema)
+    assert rare.tolist() == [False] * 199 + [True]
+    assert thesis_outliers(frame, schema).tolist() == rare.tolist()
+    # Shares from another table: 'y' is rare there, and a value it lacks is rare too.
+    reference = pd.DataFrame({"a": ["x"] * 100 + ["z"] * 100, "b": ["u"] * 200})
+    assert rare_value_rows(frame, schema, reference).tolist() == [False] * 197 + [True] * 3
+
+
+def test_a_table_with_numbers_keeps_stadlers_rule() -> None:
+    schema = Schema((ColumnSpec("n", ColumnKind.INTEGER), ColumnSpec("c", ColumnKind.CATEGORICAL)))
+    frame = pd.DataFrame({"n": [*list(range(1, 100)), 1000], "c": ["x"] * 99 + ["rare"]})
+    # Stadler's rule on n flags the 1,000; the rare category alone does not count here.
+    assert thesis_outliers(frame, schema).tolist() == [False] * 99 + [True]
+    frame.loc[0, "c"] = "rare"
+    assert thesis_outliers(frame, schema)[0] == np.False_
