@@ -99,7 +99,7 @@ def test_the_table_has_a_row_per_method_and_epsilon_with_the_seed_spread(out_dir
     dplt = rows[3].split(" | ")
     # 4-AVD of the two seeds 0.50 and 0.60: mean 0.55, sample deviation 0.0707.
     assert dplt[5] == "0.550 ± 0.071" and dplt[8].startswith("0.650 ± 0.071")
-    assert "Fig. 5.2" in text and "TRTR): 0.900 ± 0.000" in text
+    assert "Fig. 5.2" in text and "TRTR): MLP AUC 0.900 ± 0.000, AdaBoost AUC -" in text
 
 
 def _publish(run_dir: Path, copy: bool = False) -> None:
@@ -188,3 +188,14 @@ def test_a_run_of_a_whole_table_is_not_attacked(tmp_path: Path) -> None:
     _publish(run)
     assert thesis.run_mia(run, {"data": {"source": "adult"}}) == {}
     assert not (run / "thesis_mia.json").exists()
+
+
+def test_adaboost_is_read_when_the_run_was_evaluated_with_it(tmp_path: Path) -> None:
+    run = _run(tmp_path, "dplt-dp1", "dplt", "end_to_end", 1.0, 0.5, 0.7)
+    metrics = json.loads((run / "metrics.json").read_text())
+    ml = metrics["evaluation"]["ml_efficacy"]
+    ml.update(adaboost_synthetic_auc=0.66, adaboost_real_auc=0.91)
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    found = thesis.collect(tmp_path / "adult_thesis")
+    assert found[("DPLT", None, 30)][1.0][0]["adaboost_auc"] == 0.66
+    assert "AdaBoost AUC 0.910 ± 0.000" in thesis.render("adult_thesis", found)
