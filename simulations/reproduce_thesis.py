@@ -20,6 +20,7 @@ method, a level per method without DP).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -128,13 +129,16 @@ def run_mia(run_dir: Path, config: dict[str, Any]) -> dict[str, float]:
     (:func:`~flwr_vflgan.privacy.thesis_mia.thesis_mia`, the unseen targets from the rows
     the sample left out), cached in the run's ``thesis_mia.json``. Empty for a run of a
     whole table; NaN for a share the training rows hold too few outliers for."""
-    cache = run_dir / "thesis_mia.json"
-    settings = [MIA_TARGETS, MIA_REPETITIONS, list(MIA_SHARES), MATCHED_SHARE, "copies kept"]
+    cache, published_path = run_dir / "thesis_mia.json", run_dir / "synthetic.csv"
+    data = config.get("data") or {}
+    if data.get("rows") is None or not published_path.exists():
+        return {}
+    # The cache holds for these settings and this published table only (a run trained
+    # again publishes another).
+    digest = hashlib.sha256(published_path.read_bytes()).hexdigest()
+    settings = [MIA_TARGETS, MIA_REPETITIONS, list(MIA_SHARES), MATCHED_SHARE, digest]
     if cache.exists() and json.loads(cache.read_text()).get("settings") == settings:
         return dict(json.loads(cache.read_text())["accuracy"])
-    data = config.get("data") or {}
-    if data.get("rows") is None or not (run_dir / "synthetic.csv").exists():
-        return {}
     members, unseen, schema = _members_and_unseen(spec_from_mapping(data).to_json())
     synthetic = read_synthetic(run_dir / "synthetic.csv", schema)
     trained, never, published = attribute_codes([members, unseen, synthetic], schema, synthetic)
