@@ -1,5 +1,6 @@
-"""Paper 004's measures over epsilon (its Figures 5.2, 5.4 and 5.6 and Appendix Figures A.1
-and A.3), written beside paper 000's Table 1 by :mod:`~flwr_vflgan.simulations.reproduce`.
+"""Paper 004's measures over epsilon (its Figures 5.2, 5.4, 5.6, 5.10, 5.12 and 5.13 and
+Appendix Figures A.1-A.5 and A.7), written beside paper 000's Table 1 by
+:mod:`~flwr_vflgan.simulations.reproduce`.
 
     python -m simulations.reproduce 'reproduce.datasets=[adult_thesis]' 'reproduce.seeds=[0]' \\
         'reproduce.algorithms=[vdgan]' reproduce.non_dp=false reproduce.dp_mechanism=dpsgd \\
@@ -14,7 +15,9 @@ the out dir that has the thesis's measures (k-AVD with ``evaluation.avd`` and th
 AUC with ``evaluation.ml_efficacy``), not only its own, so the last one draws all five:
 ``<out_dir>/paper004_<dataset>.md`` (mean and spread over seeds per method and epsilon)
 and ``<out_dir>/paper004_<dataset>.png`` (the measures against epsilon, a line per DP
-method, a level per method without DP).
+method, a level per method without DP), with the teacher bars, the association maps and
+the attack-against-utility plot where the runs allow them (:func:`write_paper004`). A run
+trained on ``dataset.rows`` of its table is also attacked (:func:`run_mia`).
 """
 
 from __future__ import annotations
