@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from flwr_vflgan.atomic import write_atomically
-from flwr_vflgan.data.schema import ColumnKind, Schema
+from flwr_vflgan.data.schema import Schema
 from flwr_vflgan.evaluation.plots import pyplot, save_figure
 from flwr_vflgan.metrics.associations import association_matrix
 from flwr_vflgan.privacy.thesis_mia import attribute_codes, thesis_mia, thesis_outliers
@@ -140,10 +140,11 @@ def run_mia(run_dir: Path, config: dict[str, Any]) -> dict[str, float]:
     # again publishes another).
     digest = hashlib.sha256(published_path.read_bytes()).hexdigest()
     settings = [MIA_TARGETS, MIA_REPETITIONS, list(MIA_SHARES), MATCHED_SHARE, digest]
-    if cache.exists() and json.loads(cache.read_text()).get("settings") == settings:
-        return dict(json.loads(cache.read_text())["accuracy"])
+    cached = json.loads(cache.read_text()) if cache.exists() else {}
+    if cached.get("settings") == settings:
+        return dict(cached["accuracy"])
     members, unseen, schema = _members_and_unseen(spec_from_mapping(data).to_json())
-    synthetic = read_synthetic(run_dir / "synthetic.csv", schema)
+    synthetic = pd.read_csv(published_path)[list(schema.names)]
     trained, never, published = attribute_codes([members, unseen, synthetic], schema, synthetic)
     is_outlier = thesis_outliers(members, schema)
     matched = thesis_outliers(unseen, schema, members)
@@ -169,15 +170,27 @@ def run_mia(run_dir: Path, config: dict[str, Any]) -> dict[str, float]:
     return accuracy
 
 
-def collect(dataset_dir: Path) -> Found:
-    """Every finished run under ``<out_dir>/<dataset>/<method>/seed<k>/`` by group
-    (method, teachers, epochs) and epsilon, the groups in :data:`METHODS`' order."""
-    found: Found = {}
+Measured = tuple[Group, float | None, dict[str, float], Path]
+"""A finished run: its group, epsilon, measures and directory."""
+
+
+def measured_runs(dataset_dir: Path) -> list[Measured]:
+    """Every finished run under ``<out_dir>/<dataset>/<method>/seed<k>/`` with the
+    thesis's measures (:func:`run_measures`), in directory order."""
+    runs = []
     for run_dir in sorted(dataset_dir.glob("*/seed*")):
         measured = run_measures(run_dir)
         if measured is not None:
-            group, epsilon, measures = measured
-            found.setdefault(group, {}).setdefault(epsilon, []).append(measures)
+            runs.append((*measured, run_dir))
+    return runs
+
+
+def collect(dataset_dir: Path, runs: Sequence[Measured] | None = None) -> Found:
+    """The finished runs (``runs``, else :func:`measured_runs` of ``dataset_dir``) by
+    group (method, teachers, epochs) and epsilon, the groups in :data:`METHODS`' order."""
+    found: Found = {}
+    for group, epsilon, measures, _ in measured_runs(dataset_dir) if runs is None else runs:
+        found.setdefault(group, {}).setdefault(epsilon, []).append(measures)
     order = list(METHODS.values())
     return dict(sorted(found.items(), key=lambda item: (order.index(item[0][0]), *_rest(item[0]))))
 
@@ -338,32 +351,33 @@ def plot_mia_utility(dataset: str, found: Found, path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
-def correlation_runs(dataset_dir: Path, epsilon: float) -> list[tuple[str, Path]]:
+def correlation_runs(runs: Sequence[Measured], epsilon: float) -> list[tuple[str, Path]]:
     """Seed 0's run dir of each DP group at ``epsilon`` and :func:`main_epochs`, by
     label, in :data:`METHODS`' order."""
-    found, dirs = collect(dataset_dir), {}
+    found = collect(Path(), runs)
     if not found:
         return []
     epochs = main_epochs(found)
-    for run_dir in sorted(dataset_dir.glob("*/seed0")):
-        measured = run_measures(run_dir)
-        if measured is not None and measured[1] == epsilon and measured[0][2] == epochs:
-            dirs[measured[0]] = run_dir
+    dirs = {
+        group: run_dir
+        for group, run_epsilon, _, run_dir in runs
+        if run_dir.name == "seed0" and run_epsilon == epsilon and group[2] == epochs
+    }
     return [(label(group), dirs[group]) for group in found if group in dirs]
 
 
-def plot_correlations(dataset_dir: Path, path: Path, epsilon: float = 1.0) -> Path | None:
+def plot_correlations(runs: Sequence[Measured], path: Path, epsilon: float = 1.0) -> Path | None:
     """Figure A.2 (and 5.3's layout): the association matrix of the real table beside
     those of the DP methods' tables at ``epsilon`` (seed 0); ``None`` without such runs."""
-    runs = correlation_runs(dataset_dir, epsilon)
-    if not runs:
+    chosen = correlation_runs(runs, epsilon)
+    if not chosen:
         return None
-    config = json.loads((runs[0][1] / "config.json").read_text())
+    config = json.loads((chosen[0][1] / "config.json").read_text())
     real, _ = load_full_table(spec_from_mapping(config["data"]))
     schema = real.schema
     panels = [("real", association_matrix(real.frame, schema))]
-    for name, run_dir in runs:
-        synthetic = read_synthetic(run_dir / "synthetic.csv", schema)
+    for name, run_dir in chosen:
+        synthetic = pd.read_csv(run_dir / "synthetic.csv")[list(schema.names)]
         panels.append((name, association_matrix(synthetic, schema)))
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.4))
@@ -378,14 +392,6 @@ def plot_correlations(dataset_dir: Path, path: Path, epsilon: float = 1.0) -> Pa
     return save_figure(fig, path)
 
 
-def read_synthetic(path: Path, schema: Schema) -> pd.DataFrame:
-    """A published table with its categorical columns read as text, as the real one."""
-    categorical = [c.name for c in schema.columns if c.kind is ColumnKind.CATEGORICAL]
-    return pd.read_csv(path, dtype=dict.fromkeys(categorical, str), keep_default_na=False)[
-        list(schema.names)
-    ]
-
-
 def _write_text(text: str, path: Path) -> None:
     path.write_text(text)
 
@@ -398,14 +404,15 @@ def write_paper004(out_dir: Path, datasets: Sequence[str]) -> list[Path]:
     sample (``dataset.rows``) could be attacked; the paths written."""
     written: list[Path] = []
     for dataset in datasets:
-        found = collect(out_dir / dataset)
+        runs = measured_runs(out_dir / dataset)
+        found = collect(out_dir / dataset, runs)
         if not found:
             continue
         markdown = out_dir / f"paper004_{dataset}.md"
         write_atomically(markdown, functools.partial(_write_text, render(dataset, found)))
         written += [markdown, plot(dataset, found, out_dir / f"paper004_{dataset}.png")]
         teachers = plot_teachers(dataset, found, out_dir / f"paper004_{dataset}_teachers.png")
-        maps = plot_correlations(out_dir / dataset, out_dir / f"paper004_{dataset}_maps.png")
+        maps = plot_correlations(runs, out_dir / f"paper004_{dataset}_maps.png")
         mia = plot_mia_utility(dataset, found, out_dir / f"paper004_{dataset}_mia.png")
         written += [p for p in (teachers, maps, mia) if p is not None]
     return written

@@ -8,6 +8,7 @@ Datasets and their schemas (:mod:`~flwr_vflgan.data.schema`,
 (:mod:`~flwr_vflgan.data.alignment`).
 """
 
+from flwr_vflgan.data._papers import drawn_positions
 from flwr_vflgan.data.alignment import AlignmentError, check_aligned, id_digest
 from flwr_vflgan.data.encoder import ActivationKind, NumericScaling, Span, TabularEncoder
 from flwr_vflgan.data.files import load_party_file, write_party_files
@@ -37,6 +38,7 @@ __all__ = [
     "Span",
     "TabularEncoder",
     "check_aligned",
+    "drawn_positions",
     "drop_columns",
     "id_digest",
     "infer_schema",

@@ -110,12 +110,18 @@ def stratified_sample(frame: pd.DataFrame, label: str, rows: int, seed: int) -> 
     return frame.iloc[np.sort(np.concatenate(chosen))].reset_index(drop=True)
 
 
-def resample(frame: pd.DataFrame, rows: int, seed: int) -> pd.DataFrame:
-    """``rows`` rows drawn uniformly: without replacement from a larger table (paper
-    004's down-sampling), with replacement from a smaller one (its up-sampling)."""
+def drawn_positions(n: int, rows: int, seed: int) -> np.ndarray:
+    """The sorted positions of ``rows`` of ``n`` rows drawn uniformly with ``seed``:
+    without replacement when ``rows <= n``, with replacement otherwise."""
     rng = np.random.default_rng(seed)
-    index = rng.choice(len(frame), size=rows, replace=len(frame) < rows)
-    return frame.iloc[np.sort(index)].reset_index(drop=True)
+    return np.sort(rng.choice(n, size=rows, replace=n < rows))
+
+
+def resample(frame: pd.DataFrame, rows: int, seed: int) -> pd.DataFrame:
+    """``rows`` rows drawn uniformly (:func:`drawn_positions`): without replacement from a
+    larger table (paper 004's down-sampling), with replacement from a smaller one (its
+    up-sampling)."""
+    return frame.iloc[drawn_positions(len(frame), rows, seed)].reset_index(drop=True)
 
 
 def equal_frequency_codes(values: pd.Series, bins: int) -> pd.Series:

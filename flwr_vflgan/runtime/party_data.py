@@ -25,6 +25,7 @@ from flwr_vflgan.data import (
     Dataset,
     Schema,
     TabularEncoder,
+    drawn_positions,
     drop_columns,
     id_digest,
     list_datasets,
@@ -279,7 +280,7 @@ def sample_rows(dataset: Dataset, ids: pd.Series, rows: int) -> tuple[Dataset, p
             f"dataset.rows={rows} but the {dataset.name} table has {n} rows: set "
             f"dataset.rows to at most {n}, or null for every row"
         )
-    keep = np.sort(np.random.default_rng(ROWS_SEED).choice(n, size=rows, replace=False))
+    keep = drawn_positions(n, rows, ROWS_SEED)
     frame = dataset.frame.iloc[keep].reset_index(drop=True)
     return Dataset(dataset.name, frame, dataset.schema), ids.iloc[keep].reset_index(drop=True)
 

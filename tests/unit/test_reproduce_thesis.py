@@ -124,9 +124,10 @@ def test_the_figures_and_table_are_written_beside_table_1(out_dir: Path) -> None
 
 
 def test_the_maps_are_the_real_table_and_each_dp_method_at_epsilon_1(out_dir: Path) -> None:
-    runs = thesis.correlation_runs(out_dir / "adult_thesis", 1.0)
+    measured = thesis.measured_runs(out_dir / "adult_thesis")
+    runs = thesis.correlation_runs(measured, 1.0)
     assert [name for name, _ in runs] == ["DPLT", "VDGAN-DPSGD", "VDGAN-PATE, 10 teachers"]
-    assert thesis.plot_correlations(out_dir / "adult_thesis", out_dir / "x.png", 2.0) is None
+    assert thesis.plot_correlations(measured, out_dir / "x.png", 2.0) is None
 
 
 def test_the_teacher_figure_needs_two_teacher_counts(out_dir: Path) -> None:
