@@ -25,7 +25,7 @@ import torch
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 
 from flwr_vflgan.gafm.config import GAFMSettings
-from flwr_vflgan.gafm.data import party_features
+from flwr_vflgan.gafm.data import block_fields, party_features
 from flwr_vflgan.gafm.messages import CutValues, GAFMSetup, GAFMSetupReply, GAFMStep, PredictRows
 from flwr_vflgan.gafm.parties import LocalParty
 from flwr_vflgan.gafm.training import apply_block
@@ -149,7 +149,7 @@ class GAFMClient:
             return self._parties[key]
         settings = GAFMSettings.from_dict(json.loads(meta.settings))
         data = self._tables.load(meta.data_key)
-        party = LocalParty(data.encoded, settings, meta.partition_id, meta.seed)
+        party = LocalParty(data.encoded, settings, meta.partition_id, meta.seed, block_fields(data))
         state = FlatState([party.model], [party.optimizer])
         self._parties[key] = (party, state)
         while len(self._parties) > _CACHE_SIZE:

@@ -34,7 +34,7 @@ from omegaconf import DictConfig
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.gafm.config import GAFMSettings, Method
-from flwr_vflgan.gafm.data import all_features, spec_labels
+from flwr_vflgan.gafm.data import all_features, block_fields, spec_labels
 from flwr_vflgan.gafm.training import PlainLink, binary_labels, train_repetition
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.simulations.config import RunSpec, register_configs, to_run_spec
@@ -113,10 +113,11 @@ def _plain_step(spec: RunSpec, settings: GAFMSettings, warm: GAFMSettings) -> fl
     method = Method(spec.algorithm.variant.value)
     raw, _, _ = spec_labels(spec.data)
     labels, _ = binary_labels(np.asarray(raw), settings.positive_label)
-    features = [b.encoded for b in all_features(spec.data)]
-    train_repetition(method, warm, labels, PlainLink(features, warm), spec.seed)
+    blocks = all_features(spec.data)
+    features, fields = [b.encoded for b in blocks], [block_fields(b) for b in blocks]
+    train_repetition(method, warm, labels, PlainLink(features, warm, fields), spec.seed)
     started = time.perf_counter()
-    train_repetition(method, settings, labels, PlainLink(features, settings), spec.seed)
+    train_repetition(method, settings, labels, PlainLink(features, settings, fields), spec.seed)
     return time.perf_counter() - started
 
 

@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from flwr_vflgan.atomic import write_atomically
 from flwr_vflgan.gafm.config import GAFMSettings
-from flwr_vflgan.gafm.data import all_features, spec_labels
+from flwr_vflgan.gafm.data import all_features, block_fields, spec_labels
 from flwr_vflgan.gafm.plots import plot_delta_ratios
 from flwr_vflgan.gafm.training import binary_labels
 from flwr_vflgan.gafm.tuning import DeltaSelection, balance_gamma, select_delta, smallest
@@ -58,15 +58,17 @@ def main(cfg: DictConfig) -> None:
         raise ValueError(f"gafm_tune tunes GAFM, got algorithm={spec.algorithm.variant.value}")
     torch.set_num_threads(spec.runtime.torch_threads)
     settings = spec.algorithm.gafm
-    features = [b.encoded for b in all_features(spec.data)]
+    blocks = all_features(spec.data)
+    features, fields = [b.encoded for b in blocks], [block_fields(b) for b in blocks]
     raw, _, _ = spec_labels(spec.data)
     labels, _ = binary_labels(np.asarray(raw), settings.positive_label)
     out: dict = {"dataset": spec.data.source, "n_parties": spec.data.n_parties, "tune": tune}
-    selection = _delta_ratios(features, labels, settings, tune, float(tune["fraction"]), spec.seed)
+    fraction = float(tune["fraction"])
+    selection = _delta_ratios(features, fields, labels, settings, tune, fraction, spec.seed)
     out["delta"] = _selection_record(selection)
     full = None
     if tune.get("full_data"):
-        full = _delta_ratios(features, labels, settings, tune, 1.0, spec.seed)
+        full = _delta_ratios(features, fields, labels, settings, tune, 1.0, spec.seed)
         out["delta_full"] = _selection_record(full)
         best_three = smallest(full.ratios)
         out["delta_full"]["smallest_three"] = best_three
@@ -85,7 +87,7 @@ def main(cfg: DictConfig) -> None:
         + (" and the whole table" if full else ""),
     )
     if tune["gamma"]:
-        balance = balance_gamma(features, labels, settings, seed=spec.seed)
+        balance = balance_gamma(features, labels, settings, seed=spec.seed, fields=fields)
         print(
             f"gamma: average normalised GAN gradient {balance.gan_gradient:.4g}, CE gradient "
             f"{balance.ce_gradient:.4g} at gamma = 1 (raw: {balance.gan_gradient_raw:.3g}, "
@@ -99,6 +101,7 @@ def main(cfg: DictConfig) -> None:
 
 def _delta_ratios(
     features: list[torch.Tensor],
+    fields: list[list[int]],
     labels: np.ndarray,
     settings: GAFMSettings,
     tune: dict[str, Any],
@@ -114,6 +117,7 @@ def _delta_ratios(
         fraction=fraction,
         repeats=int(tune["repeats"]),
         seed=seed,
+        fields=fields,
     )
     where = "the whole table" if fraction == 1 else f"{fraction:g} subsets"
     print(f"Delta on {where} ({tune['repeats']} repeats): average leak AUC / train AUC")

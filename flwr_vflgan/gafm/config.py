@@ -18,7 +18,8 @@ from typing import Any, Literal
 from flwr_vflgan.checked import build_checked, is_int
 
 CutCombine = Literal["auto", "identity", "average", "concat"]
-LocalOutput = Literal["sigmoid", "linear"]
+LocalOutput = Literal["sigmoid", "linear", "relu"]
+LocalKind = Literal["mlp", "wide_deep", "cnn"]
 UVChoice = Literal["uv", "same", "zero"]
 Ablation = Literal["gan_only", "ce_only"]
 ABLATIONS: tuple[str, ...] = ("gan_only", "ce_only")
@@ -45,12 +46,24 @@ class GAFMSettings:
 
     Parameters
     ----------
+    local_model
+        Each non-label party's model ``f_p`` (paper 002, Table 1): ``mlp`` (Spambase's
+        2-layer and IMDB's 3-layer DNN), ``wide_deep`` (Criteo's Wide & Deep over the
+        party's fields) or ``cnn`` (ISIC's 6-layer CNN over the party's pixels); see
+        :mod:`flwr_vflgan.gafm.models`.
     local_hidden, cut_dim, local_output, local_dropout
-        Each non-label party's model ``f_p``: hidden widths (LeakyReLU), output width
-        ``d`` and output activation. ``sigmoid`` (Appendix E.2) makes the cut value a
-        score in (0, 1), and that score is the ``sigma(f(X))`` of eq. 5, as in the
-        reference code; ``linear`` applies the sigmoid of eq. 5 at the label party.
-        Dropout after each hidden layer (0.5 is the paper's IMDB model).
+        ``f_p``'s hidden widths (the MLP's LeakyReLU layers, Wide & Deep's deep ReLU
+        layers, the CNN's fully connected ReLU layers), output width ``d`` and output
+        activation. ``sigmoid`` (Appendix E.2) makes the cut value a score in (0, 1), and
+        that score is the ``sigma(f(X))`` of eq. 5, as in the reference code; ``linear``
+        and ``relu`` (the reference's ISIC model) apply the sigmoid of eq. 5 at the label
+        party, to the sum over the ``d`` columns. Dropout after each hidden layer (0.5 is
+        the paper's IMDB model, 0.2 the reference's Criteo model).
+    embed_dim
+        ``wide_deep``: each field's embedding width (the reference's 16).
+    image_width
+        ``cnn``: the width in pixels of the party's image (its columns, row-major);
+        ``null`` reads them as a square image.
     cut
         ``F``: ``identity`` (one party), ``average`` (eq. C.1) or ``concat``; ``auto``
         picks identity for one party and average for several.
@@ -105,10 +118,13 @@ class GAFMSettings:
         (in simulation the label party takes the label column of the dataset spec).
     """
 
+    local_model: LocalKind = "mlp"
     local_hidden: tuple[int, ...] = (16,)
     cut_dim: int = 1
     local_output: LocalOutput = "sigmoid"
     local_dropout: float = 0.0
+    embed_dim: int = 16
+    image_width: int | None = None
     cut: CutCombine = "auto"
     head_hidden: tuple[int, ...] = (16,)
     disc_hidden: tuple[int, ...] = (10, 10)
@@ -151,7 +167,7 @@ class GAFMSettings:
             if any(not is_int(w) or w <= 0 for w in widths):
                 raise ValueError(f"gafm.{name} must list positive integers, got {list(widths)}")
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
-        for name in ("cut_dim", "batch_size", "epochs", "repetitions"):
+        for name in ("cut_dim", "batch_size", "epochs", "repetitions", "embed_dim"):
             value = getattr(self, name)
             if not is_int(value) or value < 1:
                 raise ValueError(f"gafm.{name} must be a positive integer, got {value!r}")
@@ -160,6 +176,10 @@ class GAFMSettings:
         if self.max_steps is not None and (not is_int(self.max_steps) or self.max_steps < 1):
             raise ValueError(
                 f"gafm.max_steps must be a positive integer or null, got {self.max_steps!r}"
+            )
+        if self.image_width is not None and (not is_int(self.image_width) or self.image_width < 1):
+            raise ValueError(
+                f"gafm.image_width must be a positive integer or null, got {self.image_width!r}"
             )
         if not is_int(self.steps_per_exchange) or self.steps_per_exchange < 1:
             raise ValueError(
@@ -175,7 +195,8 @@ class GAFMSettings:
                 f"gafm.ablation must be one of {list(ABLATIONS)} or null, got {self.ablation!r}"
             )
         choices = {
-            "local_output": ("sigmoid", "linear"),
+            "local_model": ("mlp", "wide_deep", "cnn"),
+            "local_output": ("sigmoid", "linear", "relu"),
             "cut": ("auto", "identity", "average", "concat"),
             "marvell_uv": ("uv", "same", "zero"),
         }

@@ -69,6 +69,12 @@ def party_features(spec: DataSpec, partition_id: int) -> PartyData:
     return encode_block(frame, dataset.schema.subset(columns), ids, spec.numeric_scaling)
 
 
+def block_fields(block: PartyData) -> list[int]:
+    """The width of each column's block in ``block``'s encoded rows (its encoder's spans):
+    the fields ``gafm.local_model=wide_deep`` embeds one by one."""
+    return [span.width for span in block.encoder.spans]
+
+
 def all_features(spec: DataSpec) -> list[PartyData]:
     """Every non-label party's block, encoded as each would (plain runs and tests)."""
     return [party_features(spec, p) for p in range(spec.n_parties)]

@@ -35,7 +35,7 @@ from .losses import (
     normalized,
     randomized_response,
 )
-from .models import LocalModel, combine, discriminator, head, seeded
+from .models import combine, discriminator, head, local_model, seeded
 
 # The seed of party p's local model is derive_seed(seed, INIT, 0, p); the label party's
 # models use extras from here on, so no two models share an initialisation.
@@ -257,6 +257,9 @@ class LabelParty:
 class LocalParty:
     """A non-label party: ``f_p`` over its encoded columns and its Adam optimiser.
 
+    ``fields`` are the widths of the party's column blocks (its encoder's spans), which
+    ``gafm.local_model=wide_deep`` embeds field by field.
+
     The party remembers the rows of its last forward pass; :meth:`apply` recomputes that
     forward pass (same parameters, same dropout masks) and back-propagates the gradient
     the label party returned, so nothing but the parameters, Adam's moments and the row
@@ -264,7 +267,12 @@ class LocalParty:
     """
 
     def __init__(
-        self, features: torch.Tensor, settings: GAFMSettings, partition_id: int, seed: int
+        self,
+        features: torch.Tensor,
+        settings: GAFMSettings,
+        partition_id: int,
+        seed: int,
+        fields: Sequence[int] | None = None,
     ) -> None:
         if features.ndim != 2 or features.shape[0] < 1:
             raise ValueError(
@@ -274,10 +282,8 @@ class LocalParty:
         self.settings = settings
         self.partition_id = partition_id
         self.seed = seed
-        self.model = seeded(
-            LocalModel, derive_seed(seed, Stream.INIT, 0, partition_id), features.shape[1], settings
-        )
-        assert isinstance(self.model, LocalModel)
+        init = derive_seed(seed, Stream.INIT, 0, partition_id)
+        self.model = seeded(local_model, init, features.shape[1], settings, fields)
         self.optimizer = _adam(self.model.parameters(), settings.lr_local, settings)
 
     @property

@@ -68,15 +68,24 @@ def apply_block(
 class PlainLink:
     """Parties as :class:`LocalParty` objects in this process (no Flower)."""
 
-    def __init__(self, features: Sequence[torch.Tensor], settings: GAFMSettings) -> None:
+    def __init__(
+        self,
+        features: Sequence[torch.Tensor],
+        settings: GAFMSettings,
+        fields: Sequence[Sequence[int]] | None = None,
+    ) -> None:
         self.features = list(features)
         self.settings = settings
+        self.fields = list(fields) if fields is not None else [None] * len(self.features)
         self.n_parties = len(self.features)
         self.parties: list[LocalParty] = []
         self._last: tuple[int, list[np.ndarray]] | None = None
 
     def start(self, seed: int) -> int:
-        self.parties = [LocalParty(x, self.settings, p, seed) for p, x in enumerate(self.features)]
+        self.parties = [
+            LocalParty(x, self.settings, p, seed, fields)
+            for p, (x, fields) in enumerate(zip(self.features, self.fields, strict=True))
+        ]
         self._last = None
         return self.parties[0].n_rows
 

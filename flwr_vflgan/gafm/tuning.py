@@ -73,8 +73,10 @@ def select_delta(
     fraction: float = 0.1,
     repeats: int = 5,
     seed: int = 0,
+    fields: Sequence[Sequence[int]] | None = None,
 ) -> DeltaSelection:
-    """Choose ``Delta`` by the minimum average ``leak AUC / train AUC`` ratio on subsets."""
+    """Choose ``Delta`` by the minimum average ``leak AUC / train AUC`` ratio on subsets
+    (``fields``: each party's column-block widths, as :class:`PlainLink` takes them)."""
     if not candidates:
         raise ValueError("select_delta needs at least one candidate Delta")
     if repeats < 1:
@@ -88,7 +90,7 @@ def select_delta(
         sums = dict.fromkeys(RATIO_ATTACKS, 0.0)
         for r in range(repeats):
             rows = subset_rows(len(labels), fraction, seed + r)
-            link = PlainLink([x[torch.from_numpy(rows)] for x in features], trial)
+            link = PlainLink([x[torch.from_numpy(rows)] for x in features], trial, fields)
             result = train_repetition(Method.GAFM, trial, labels[rows], link, seed + r)
             for attack in RATIO_ATTACKS:
                 sums[attack] += result.leak_auc[attack] / result.train_auc
@@ -128,6 +130,7 @@ def balance_gamma(
     settings: GAFMSettings,
     *,
     seed: int = 0,
+    fields: Sequence[Sequence[int]] | None = None,
 ) -> GammaBalance:
     """Train GAFM once with ``gamma = 1`` and compare the average gradients of its last epoch.
 
@@ -136,7 +139,7 @@ def balance_gamma(
     per-example gradients before normalisation.
     """
     trial = replace(settings, gamma=1.0, repetitions=1, eval_every=0)
-    link = PlainLink(list(features), trial)
+    link = PlainLink(list(features), trial, fields)
     result = train_repetition(Method.GAFM, trial, np.asarray(labels, dtype=np.int64), link, seed)
     last = result.history[-1]
     gan, ce = float(last["gan_grad_mean"]), float(last["ce_grad_mean"])
