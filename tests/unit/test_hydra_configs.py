@@ -272,3 +272,24 @@ def test_fitted_scalings_are_the_vflgan_familys_and_need_no_public_domain(
     config = _compose("config", [option, "dp=end_to_end"])
     with pytest.raises(ValueError, match=r"cannot be built from public metadata"):
         to_run_spec(config, tmp_path / "e2e")
+
+
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        ("imdb", {"local_model": "mlp", "local_hidden": (256, 128), "local_dropout": 0.5}),
+        ("criteo", {"local_model": "wide_deep", "local_hidden": (16, 16), "embed_dim": 16}),
+        ("isic", {"local_model": "cnn", "local_hidden": (120, 84), "cut_dim": 40}),
+    ],
+)
+def test_a_gafm_model_preset_sets_the_papers_model_and_the_command_line_still_wins(
+    preset: str, expected: dict[str, object]
+) -> None:
+    """docs/gafm.md: +gafm_model=<dataset> is paper 002's model for that dataset."""
+    spec = to_run_spec(_compose("config", ["algorithm=gafm", f"+gafm_model={preset}"]), "out")
+    gafm = spec.algorithm.gafm
+    assert {key: getattr(gafm, key) for key in expected} == expected
+    again = _compose(
+        "config", ["algorithm=gafm", f"+gafm_model={preset}", "gafm.local_dropout=0.1"]
+    )
+    assert to_run_spec(again, "out").algorithm.gafm.local_dropout == 0.1
