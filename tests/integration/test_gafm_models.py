@@ -19,7 +19,12 @@ from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.data import _papers as papers
 from flwr_vflgan.gafm.config import GAFMSettings, Method
 from flwr_vflgan.gafm.data import all_features, block_fields, spec_labels
-from flwr_vflgan.gafm.training import PlainLink, binary_labels, train_repetition
+from flwr_vflgan.gafm.training import (
+    PlainLink,
+    RepetitionResult,
+    binary_labels,
+    train_repetition,
+)
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.strategies import InProcessGrid
@@ -88,7 +93,10 @@ def _isic_folder(folder: Path, rows: int = 240) -> Path:
     return folder / "train.csv"
 
 
-def _flower_and_plain(spec: DataSpec, method: Method, settings: GAFMSettings):  # type: ignore[no-untyped-def]
+def _flower_and_plain(
+    spec: DataSpec, method: Method, settings: GAFMSettings
+) -> tuple[RepetitionResult, RepetitionResult]:
+    """Repetition 0 of a Flower run (seed 3) and the plain loop's repetition at seed 3."""
     labels_raw, ids, label = spec_labels(spec)
     strategy = GAFMStrategy(
         method,
