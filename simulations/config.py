@@ -244,8 +244,7 @@ def base_node() -> dict[str, Any]:
         # null: the runtime's steps per exchange (runtime.steps_per_exchange).
         "train": {**plain(TrainConfig()), "steps_per_exchange": None},
         "dp": DPConfig().to_dict(),
-        # Every key, point_mass_share's null included (to_dict leaves it out when unset).
-        "vtgan": {**VTGANSettings().to_dict(), "point_mass_share": None},
+        "vtgan": VTGANSettings().to_dict(),
         "gafm": {**GAFMSettings().to_dict(), "steps_per_exchange": None},
         "marginals": MarginalSettings().to_dict(),
         "latent": plain(LatentSettings()),
