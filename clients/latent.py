@@ -32,7 +32,7 @@ from flwr_vflgan.latent.autoencoder import (
     load_autoencoder,
     train_autoencoder,
 )
-from flwr_vflgan.latent.local import party_encoding, party_seed
+from flwr_vflgan.latent.local import party_encoder, party_seed
 from flwr_vflgan.latent.messages import DecodeRequest, EncodeRequest, LatentSetupReply, LatentsReply
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.checkpoint import load_party_checkpoint, save_party_checkpoint
@@ -76,7 +76,11 @@ class LatentDiffusionClient:
     def __init__(self) -> None:
         self._tables = PartyTables(party_block)
         self._models: OrderedDict[tuple, PartyAutoencoder] = OrderedDict()
-        self._encodings: OrderedDict[tuple, tuple[TabularEncoder, torch.Tensor]] = OrderedDict()
+        # Per table: the fitted encoder, and the encoded rows once a handler needed them
+        # (decoding does not: a stock SuperNode's decode process never holds them).
+        self._encodings: OrderedDict[tuple, tuple[TabularEncoder, torch.Tensor | None]] = (
+            OrderedDict()
+        )
 
     # -- Flower entry points -------------------------------------------------------------
     setup = entry_point("_setup", "Load the party's columns; report its rows and latent width.")
@@ -163,7 +167,7 @@ class LatentDiffusionClient:
         model = self._restored(context, meta, data)
         width = meta.algorithm.latent.latent_width(len(data.schema.names))
         request = DecodeRequest.from_content(msg.content, width)
-        encoder, _ = self._encoding(meta, data)
+        encoder = self._encoder(meta, data)
         frame = encoder.inverse_transform(decode_latents(model, request.latents, encoder.spans))
         return GenerateReply.of_frame(frame).to_content()
 
@@ -201,26 +205,36 @@ class LatentDiffusionClient:
         self._cache(context, meta, model)
         return model
 
-    def _encoding(
-        self, meta: LatentPartyMeta, data: PartyData
-    ) -> tuple[TabularEncoder, torch.Tensor]:
-        """The party's columns encoded for its autoencoder (``latent.numeric_scaling``),
-        fitted once per process and table."""
+    def _encoder(self, meta: LatentPartyMeta, data: PartyData) -> TabularEncoder:
+        """The encoder of the party's columns (``latent.numeric_scaling``), fitted once per
+        process and table."""
         settings = meta.algorithm.latent
         key = (meta.data_key, settings.numeric_scaling)
         if key not in self._encodings:
-            self._encodings[key] = party_encoding(data.frame, data.schema, settings)
+            self._encodings[key] = (party_encoder(data.frame, data.schema, settings), None)
             while len(self._encodings) > CACHE_SIZE:
                 self._encodings.popitem(last=False)
         self._encodings.move_to_end(key)
-        return self._encodings[key]
+        return self._encodings[key][0]
+
+    def _encoding(
+        self, meta: LatentPartyMeta, data: PartyData
+    ) -> tuple[TabularEncoder, torch.Tensor]:
+        """:meth:`_encoder` and the party's rows encoded through it, kept with it."""
+        encoder = self._encoder(meta, data)
+        key = (meta.data_key, meta.algorithm.latent.numeric_scaling)
+        encoded = self._encodings[key][1]
+        if encoded is None:
+            encoded = torch.from_numpy(encoder.transform(data.frame))
+            self._encodings[key] = (encoder, encoded)
+        return encoder, encoded
 
     def _load(
         self, meta: LatentPartyMeta, data: PartyData, state: dict[str, np.ndarray]
     ) -> PartyAutoencoder:
         settings = meta.algorithm.latent
         width = settings.latent_width(len(data.schema.names))
-        encoder, _ = self._encoding(meta, data)
+        encoder = self._encoder(meta, data)
         return load_autoencoder(encoder.spans, width, settings.ae_hidden, state)
 
 

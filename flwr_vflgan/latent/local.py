@@ -50,12 +50,17 @@ class PartyRows(Protocol):
     def schema(self) -> Schema: ...
 
 
+def party_encoder(frame: pd.DataFrame, schema: Schema, settings: LatentSettings) -> TabularEncoder:
+    """The encoder a party's autoencoder reads its columns through
+    (``latent.numeric_scaling``, fitted on the party's rows)."""
+    return TabularEncoder(numeric_scaling=settings.numeric_scaling).fit(frame, schema)  # type: ignore[arg-type]
+
+
 def party_encoding(
     frame: pd.DataFrame, schema: Schema, settings: LatentSettings
 ) -> tuple[TabularEncoder, torch.Tensor]:
-    """The encoder a party's autoencoder reads its columns through
-    (``latent.numeric_scaling``, fitted on the party's rows) and its encoded rows."""
-    encoder = TabularEncoder(numeric_scaling=settings.numeric_scaling).fit(frame, schema)  # type: ignore[arg-type]
+    """:func:`party_encoder` and the party's rows encoded through it."""
+    encoder = party_encoder(frame, schema, settings)
     return encoder, torch.from_numpy(encoder.transform(frame))
 
 

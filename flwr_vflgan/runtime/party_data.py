@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -250,7 +250,18 @@ class PartyData:
     schema: Schema
     ids: pd.Series
     encoder: PartyEncoder
-    encoded: torch.Tensor
+    encode: Callable[[], torch.Tensor] = field(repr=False, compare=False)
+    """Makes :attr:`encoded` (called once, on first use)."""
+    _encoded: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def encoded(self) -> torch.Tensor:
+        """The rows encoded through :attr:`encoder`, made on first use: a family that
+        encodes its columns its own way (latent diffusion) never holds them, which keeps
+        a stock SuperNode's per-message party process smaller."""
+        if self._encoded is None:
+            self._encoded = self.encode()
+        return self._encoded
 
     @property
     def n_rows(self) -> int:
@@ -393,7 +404,7 @@ def encode_block(
         schema=encoder.schema,
         ids=ids.reset_index(drop=True),
         encoder=encoder,
-        encoded=torch.from_numpy(encoder.transform(frame)).float(),
+        encode=lambda: torch.from_numpy(encoder.transform(frame)).float(),
     )
 
 
@@ -523,7 +534,7 @@ def _series_party(
         schema=Schema(tuple(ColumnSpec(name, ColumnKind.CONTINUOUS) for name in channels)),
         ids=pd.Series(range(table.n_series) if ids is None else ids, name="row_id"),
         encoder=encoder,
-        encoded=torch.from_numpy(encoder.encode(values)),
+        encode=lambda: torch.from_numpy(encoder.encode(values)),
     )
 
 

@@ -15,6 +15,7 @@ from wire import SETUP_FIELDS, check_listed_fields
 
 from flwr_vflgan.clients import make_client_app
 from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.data.encoder import TabularEncoder
 from flwr_vflgan.latent.local import synthesize_locally
 from flwr_vflgan.latent.messages import DecodeRequest, EncodeRequest
 from flwr_vflgan.runtime import protocol as P
@@ -125,7 +126,7 @@ def test_the_wire_carries_one_latent_row_per_real_row_and_nothing_else(adult_sma
 
 
 def test_a_resumed_run_starts_at_the_last_phase_and_publishes_the_same_table(
-    adult_small: Path, tmp_path: Path
+    adult_small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = DataSpec(source=str(adult_small), n_parties=2)
     server, parties = tmp_path / "server", tmp_path / "parties"
@@ -133,10 +134,22 @@ def test_a_resumed_run_starts_at_the_last_phase_and_publishes_the_same_table(
     assert sorted(p.name for p in server.glob("server-*.npz")) == ["server-1.npz", "server-2.npz"]
     assert first.resumed_from_step is None
     # Killed after the diffusion model was trained: fresh processes, the same directories.
+    # A party that only decodes (as in a stock SuperNode's decode process) fits its
+    # encoder but never encodes its rows: they would only add to its peak memory.
+    encoded: list[int] = []
+    transform = TabularEncoder.transform
+
+    def counted(self: TabularEncoder, frame: pd.DataFrame) -> np.ndarray:
+        encoded.append(len(frame))
+        return transform(self, frame)
+
+    monkeypatch.setattr(TabularEncoder, "transform", counted)
     log: list[Message] = []
     again = _strategy(spec, checkpoint_dir=server).start(_grid(2, log.append, parties))
     assert again.resumed_from_step == 2
     assert P.LD_ENCODE not in {m.metadata.message_type for m in log}
+    assert encoded == []
+    monkeypatch.undo()
     pd.testing.assert_frame_equal(again.synthetic, first.synthetic)
     # Killed after the latents arrived, before the diffusion model was saved.
     (server / "server-2.npz").unlink()
