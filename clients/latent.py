@@ -76,11 +76,7 @@ class LatentDiffusionClient:
     def __init__(self) -> None:
         self._tables = PartyTables(party_block)
         self._models: OrderedDict[tuple, PartyAutoencoder] = OrderedDict()
-        # Per table: the fitted encoder, and the encoded rows once a handler needed them
-        # (decoding does not: a stock SuperNode's decode process never holds them).
-        self._encodings: OrderedDict[tuple, tuple[TabularEncoder, torch.Tensor | None]] = (
-            OrderedDict()
-        )
+        self._encoders: OrderedDict[tuple, TabularEncoder] = OrderedDict()
 
     # -- Flower entry points -------------------------------------------------------------
     setup = entry_point("_setup", "Load the party's columns; report its rows and latent width.")
@@ -138,7 +134,9 @@ class LatentDiffusionClient:
         meta, data = self._meta(context)
         request = EncodeRequest.from_content(msg.content)
         settings = meta.algorithm.latent
-        encoder, encoded = self._encoding(meta, data)
+        encoder = self._encoder(meta, data)
+        # Encoded here only: decoding needs the fitted encoder, not the rows.
+        encoded = torch.from_numpy(encoder.transform(data.frame))
         model, losses = train_autoencoder(
             encoded, encoder.spans, settings, meta.seed, _log_epoch(meta, data.n_rows)
         )
@@ -210,24 +208,12 @@ class LatentDiffusionClient:
         process and table."""
         settings = meta.algorithm.latent
         key = (meta.data_key, settings.numeric_scaling)
-        if key not in self._encodings:
-            self._encodings[key] = (party_encoder(data.frame, data.schema, settings), None)
-            while len(self._encodings) > CACHE_SIZE:
-                self._encodings.popitem(last=False)
-        self._encodings.move_to_end(key)
-        return self._encodings[key][0]
-
-    def _encoding(
-        self, meta: LatentPartyMeta, data: PartyData
-    ) -> tuple[TabularEncoder, torch.Tensor]:
-        """:meth:`_encoder` and the party's rows encoded through it, kept with it."""
-        encoder = self._encoder(meta, data)
-        key = (meta.data_key, meta.algorithm.latent.numeric_scaling)
-        encoded = self._encodings[key][1]
-        if encoded is None:
-            encoded = torch.from_numpy(encoder.transform(data.frame))
-            self._encodings[key] = (encoder, encoded)
-        return encoder, encoded
+        if key not in self._encoders:
+            self._encoders[key] = party_encoder(data.frame, data.schema, settings)
+            while len(self._encoders) > CACHE_SIZE:
+                self._encoders.popitem(last=False)
+        self._encoders.move_to_end(key)
+        return self._encoders[key]
 
     def _load(
         self, meta: LatentPartyMeta, data: PartyData, state: dict[str, np.ndarray]

@@ -252,16 +252,13 @@ class PartyData:
     encoder: PartyEncoder
     encode: Callable[[], torch.Tensor] = field(repr=False, compare=False)
     """Makes :attr:`encoded` (called once, on first use)."""
-    _encoded: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
-    @property
+    @functools.cached_property
     def encoded(self) -> torch.Tensor:
         """The rows encoded through :attr:`encoder`, made on first use: a family that
         encodes its columns its own way (latent diffusion) never holds them, which keeps
         a stock SuperNode's per-message party process smaller."""
-        if self._encoded is None:
-            self._encoded = self.encode()
-        return self._encoded
+        return self.encode()
 
     @property
     def n_rows(self) -> int:
