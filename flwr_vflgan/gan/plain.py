@@ -192,6 +192,8 @@ def _local_critic_loss(
 
 
 class _Critic(nn.Module):
+    row_wise_mlp = True  # its two parts, one after the other, row by row
+
     def __init__(self, features: LocalDiscriminator, head: SharedDiscriminator) -> None:
         super().__init__()
         self.features = features

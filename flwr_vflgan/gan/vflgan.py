@@ -277,7 +277,8 @@ class PartyTrainer:
             step, real, fake, alpha, grad_real, grad_fake
         )
         train, disc = self.config.train, self.discriminator
-        # A per-sample update never forms the batch loss: its local part is then unknown.
+        # A per-sample update through vmap never forms the batch loss (the taped one does):
+        # its local part is then unknown.
         local = torch.tensor(float("nan"))
 
         def batch_loss() -> torch.Tensor:
@@ -503,8 +504,8 @@ class ServerTrainer:
         def row_loss(call: Callable[[str, torch.Tensor], torch.Tensor], *row: torch.Tensor):
             return weight * critic_row(call, *row)
 
-        def batch_loss() -> torch.Tensor:  # a per-sample update never forms it
-            raise RuntimeError("dp=end_to_end updates D_s from per-row gradients only")
+        def batch_loss() -> torch.Tensor:  # the mean of the row losses
+            return weight * critic_loss(disc, f_real.detach(), f_fake.detach(), alpha, gp_weight)[0]
 
         self.d_update(
             disc, self.opt, batch_loss, row_loss, (f_real.detach(), f_fake.detach(), alpha), step

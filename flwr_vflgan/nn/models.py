@@ -217,6 +217,10 @@ class LocalDiscriminator(nn.Module):
     ``second`` is ``None`` for VFLGAN-base.
     """
 
+    row_wise_mlp = True
+    """Each row passes through linear layers and LeakyReLUs on its own
+    (:func:`flwr_vflgan.privacy.tape.tapeable`)."""
+
     def __init__(
         self,
         in_dim: int,
@@ -247,6 +251,10 @@ class LocalDiscriminator(nn.Module):
 
 class SharedDiscriminator(nn.Module):
     """``D_s`` on the server: MLP over the concatenated intermediate features."""
+
+    row_wise_mlp = True
+    """Each row passes through linear layers and LeakyReLUs on its own
+    (:func:`flwr_vflgan.privacy.tape.tapeable`)."""
 
     def __init__(self, in_dim: int, hidden: Sequence[int], *, leaky_slope: float = 0.2) -> None:
         super().__init__()

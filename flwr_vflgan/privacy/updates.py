@@ -28,6 +28,7 @@ from flwr_vflgan.privacy.mechanisms import (
     privatize_first_layers,
     set_grad_samples,
 )
+from flwr_vflgan.privacy.tape import tapeable, taped_per_sample_grads
 from flwr_vflgan.runtime.rng import Stream, torch_generator
 
 if TYPE_CHECKING:
@@ -100,7 +101,15 @@ class FirstLayerUpdate(PlainUpdate):
 
 
 class PerSampleUpdate:
-    """DP-SGD: per-row gradients from ``torch.func``, clipped and noised by Opacus's ``DPOptimizer``.
+    """DP-SGD: per-row gradients, clipped and noised by Opacus's ``DPOptimizer``.
+
+    The per-row gradients of a row-wise MLP critic (:func:`~flwr_vflgan.privacy.tape.
+    tapeable`: VFLGAN's ``D_i`` and ``D_s``, the centralized and VDGAN critics) come from
+    one backward pass of the batch loss (:func:`~flwr_vflgan.privacy.tape.
+    taped_per_sample_grads`); any other module's from ``vmap`` over the row losses
+    (:func:`~flwr_vflgan.privacy.mechanisms.per_sample_grads`). Both give the same
+    gradients up to rounding, which is why the batch loss must be the mean of the row
+    losses.
 
     Parameters
     ----------
@@ -177,6 +186,8 @@ class PerSampleUpdate:
             params = {n: p for n, p in module.named_parameters() if p.requires_grad}
             grads = {n: torch.zeros((1, *p.shape), dtype=p.dtype) for n, p in params.items()}
             losses = torch.full((1,), float("nan"))
+        elif tapeable(module):
+            grads, losses = taped_per_sample_grads(module, batch_loss, rows[0].shape[0])
         else:
             grads, losses = per_sample_grads(module, row_loss, rows)
         set_grad_samples(module, grads)
