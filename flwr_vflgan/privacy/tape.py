@@ -17,11 +17,12 @@ products of row ``i`` of every use. :func:`taped_per_sample_grads` records the u
 the batch loss is formed (its gradient penalties by ``torch.autograd.grad`` with
 ``create_graph=True``, as without DP), then one backward pass collects each use's ``g``.
 
-The activations' derivatives (LeakyReLU's slope) are piecewise constant, so their own
-derivative is zero wherever it exists: a penalty's input gradient depends on the
-parameters only through the transposed uses, which is what autograd's double backward
-computes too. The result equals ``per_sample_grads`` up to floating-point rounding
-(tested on every critic and loss the project tapes).
+Autograd does the rest: a penalty's input gradient reaches the parameters through the
+transposed uses and, for a smooth activation such as tanh, through its derivative's
+dependence on the pre-activation, which flows back into the forward uses (LeakyReLU's
+derivative is piecewise constant and passes zeros). The result equals ``per_sample_grads``
+up to floating-point rounding (tested on every critic and loss the project tapes, and
+on tanh and sigmoid critics).
 """
 
 from __future__ import annotations
