@@ -701,11 +701,20 @@ class _Algorithm:
 
 def compose_run_config(overrides: str) -> DictConfig:
     """The composed Hydra config of ``simulations.run`` for a space-separated override
-    string (the ``flwr run`` ServerApp's ``overrides``)."""
+    string (the ``flwr run`` ServerApp's ``overrides``). Callable from inside another
+    Hydra app (the benchmark deploying a run): that app's Hydra is set aside and restored."""
     import shlex
 
     from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
-    with initialize_config_module("flwr_vflgan.conf", version_base=None):
-        return compose("config", overrides=shlex.split(overrides))
+    running = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module("flwr_vflgan.conf", version_base=None):
+            return compose("config", overrides=shlex.split(overrides))
+    finally:
+        if running is not None:  # leaving the block swapped in a new GlobalHydra instance
+            GlobalHydra.instance().clear()
+            GlobalHydra.instance().initialize(running)

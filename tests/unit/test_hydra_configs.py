@@ -13,6 +13,7 @@ from omegaconf.errors import MissingMandatoryValue
 from flwr_vflgan.data.domain import PublicDomain, bundled_domain
 from flwr_vflgan.evaluation import EvaluationConfig
 from flwr_vflgan.simulations.config import (
+    compose_run_config,
     register_configs,
     to_evaluate_spec,
     to_run_spec,
@@ -334,3 +335,18 @@ def test_every_family_section_composes_to_its_settings_defaults(algorithm: str) 
     assert settings.gafm == replace(
         GAFMSettings(), steps_per_exchange=settings.gafm.steps_per_exchange
     )
+
+
+def test_a_run_config_composes_inside_a_running_hydra_app() -> None:
+    """The benchmark (a Hydra app) deploys runs whose config it composes: that failed
+    with "GlobalHydra is already initialized" before the app's Hydra was set aside."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+    with initialize_config_module("flwr_vflgan.conf", version_base=None):
+        outer = GlobalHydra.instance().hydra
+        assert compose_run_config("seed=7 algorithm=wgan_gp").seed == 7
+        assert GlobalHydra.instance().hydra is outer  # the app's own Hydra is back
+        assert compose("config", overrides=["seed=3"]).seed == 3
+    assert compose_run_config("seed=5").seed == 5  # and outside any app
+    assert not GlobalHydra.instance().is_initialized()
