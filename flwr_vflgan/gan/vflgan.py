@@ -277,8 +277,7 @@ class PartyTrainer:
             step, real, fake, alpha, grad_real, grad_fake
         )
         train, disc = self.config.train, self.discriminator
-        # A per-sample update through vmap never forms the batch loss (the taped one does):
-        # its local part is then unknown.
+        # NaN unless the update forms the batch loss (vmap's per-sample route does not).
         local = torch.tensor(float("nan"))
 
         def batch_loss() -> torch.Tensor:
