@@ -246,7 +246,8 @@ class PartyTrainer:
         """Update ``D_i`` (D step) or ``G_i`` (G step) from the server's feature gradients.
 
         Returns the party's local loss (``L_{D_i}``, or ``-E[D_i(x~_i)]``; 0 for
-        VFLGAN-base; NaN for a DP-SGD step, which never forms the batch loss). A D step
+        VFLGAN-base; NaN for a DP-SGD step through ``vmap``, which never forms the batch
+        loss; a taped DP-SGD step forms it). A D step
         goes through the party's :class:`~flwr_vflgan.privacy.updates.DiscriminatorUpdate`.
         """
         if kind is StepKind.DISCRIMINATOR:
