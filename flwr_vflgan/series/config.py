@@ -85,6 +85,10 @@ class SeriesModelConfig:
             )
 
 
+LOSSES = ("bce", "wgan_gp")
+"""The discriminators' objectives: the reference's cross-entropy, or WGAN-GP."""
+
+
 @dataclass(frozen=True)
 class SeriesTrainConfig:
     """Learning rates and loss weights (the schedule, batch size and Adam's betas are the
@@ -104,6 +108,15 @@ class SeriesTrainConfig:
         ``False`` trains without the server's discriminator: each party's extractor
         head then judges its own channels jointly, and nothing couples the parties but
         the shared noise (the reference's ``--withSD`` off).
+    loss
+        ``"bce"`` (the reference): binary cross-entropy, real labelled 1. ``"wgan_gp"``:
+        every discriminator is a Wasserstein critic with a gradient penalty (Gulrajani
+        et al., 2017) of weight ``train.gp_weight`` on its own interpolates: each
+        attribute discriminator on its channel, ``D_s`` on the parties' features (its
+        penalty's gradient reaches the features, as VFLGAN's Algorithm 1), and with
+        ``train.first_part_gp`` each extractor's first part as VFLGAN's
+        ``first_part_penalty`` (without ``D_s``: the whole extractor). The generators
+        minimise ``-E[A_c(x~)] - gamma_s E[D_s(f~)]``. Nothing else crosses the wire.
     """
 
     generator_lr: float = 5e-4
@@ -113,8 +126,11 @@ class SeriesTrainConfig:
     shared_weight: float = 5.0
     local_weight: float = 5.0
     shared_discriminator: bool = True
+    loss: str = "bce"
 
     def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"series.train.loss must be one of {list(LOSSES)}, got {self.loss!r}")
         for name in ("generator_lr", "attribute_lr", "extractor_lr", "shared_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"series.train.{name} must be > 0, got {getattr(self, name)}")

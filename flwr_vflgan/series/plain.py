@@ -4,7 +4,9 @@ The reference (``code_sine_6/vfl.py``) sums every discriminator's loss into one
 objective and calls ``backward()`` once, then does the same for the generators.
 :func:`plain_step` does exactly that over the parties' and the server's models (same
 batches, noise and dropout masks as the protocol draws), without the protocol's split
-into forward and apply and without recomputation. The protocol must leave the same
+into forward and apply and without recomputation. Under ``series.train.loss=wgan_gp`` the
+same objective's terms are the critics' and their penalties (the party's and the
+server's own loss helpers). The protocol must leave the same
 parameters after every step (``tests/unit/series/test_training.py``), and the benchmark
 measures the protocol's cost against it.
 """
@@ -18,7 +20,7 @@ import torch
 from flwr_vflgan.gan.schedule import StepKind
 from flwr_vflgan.runtime.rng import Stream, torch_generator
 
-from .training import FAKE_PASS, REAL_PASS, SeriesParty, SeriesServer, bce
+from .training import FAKE_PASS, REAL_PASS, SeriesParty, SeriesServer, score_loss
 
 
 def plain_step(
@@ -45,10 +47,11 @@ def _judged(
     disc = party.discriminator
     features = disc.features(block, gen)
     local = torch.zeros(())
+    w = party.wasserstein
     if not party.series.train.shared_discriminator:
-        local = local + head_weight * bce(disc.extractor.head(features, gen), real)
+        local = local + head_weight * score_loss(disc.extractor.head(features, gen), real, w)
     for logit in disc.attribute_logits(block, gen):
-        local = local + bce(logit, real)
+        local = local + score_loss(logit, real, w)
     return features, local
 
 
@@ -65,11 +68,11 @@ def _discriminator_step(parties: Sequence[SeriesParty], server: SeriesServer, st
         features, local = _judged(party, fake, step, FAKE_PASS, False)
         f_fake.append(features)
         total = total + local
+        if party.wasserstein:
+            total = total + party.penalties(real, fake, step)
     optimizers = [p.d_opt for p in parties]
     if server.series.train.shared_discriminator:
-        gen = torch_generator(server.seed, Stream.DROPOUT, step)
-        total = total + bce(server.discriminator(torch.cat(f_real, 1), gen), True)
-        total = total + bce(server.discriminator(torch.cat(f_fake, 1), gen), False)
+        total = total + server.critic_loss(step, torch.cat(f_real, 1), torch.cat(f_fake, 1))
         optimizers.append(server.opt)
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)
@@ -89,9 +92,7 @@ def _generator_step(parties: Sequence[SeriesParty], server: SeriesServer, step: 
         total = total + local
     train = server.series.train
     if train.shared_discriminator:
-        gen = torch_generator(server.seed, Stream.DROPOUT, step, 1)
-        shared = bce(server.discriminator(torch.cat(features, 1), gen), True)
-        total = total + train.shared_weight * shared
+        total = total + train.shared_weight * server.generator_loss(step, torch.cat(features, 1))
     for party in parties:
         party.g_opt.zero_grad(set_to_none=True)
     total.backward()

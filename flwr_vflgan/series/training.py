@@ -22,12 +22,21 @@ Without the shared discriminator (``train.shared_discriminator=false``) each par
 extractor head ``E_i`` takes ``D_s``'s place on its own channels:
 ``BCE(E_i(x_i), 1) + BCE(E_i(x~_i), 0)`` for the discriminators and ``gamma_c BCE(E_i(x~_i), 1)``
 for the generators; the server then returns zero gradients and trains nothing.
+
+With ``series.train.loss=wgan_gp`` every ``BCE(s, 1) + BCE(s~, 0)`` above becomes
+``E[s~] - E[s] + lambda GP`` (each critic's penalty on its own interpolates: the attribute
+discriminators on their channel, ``D_s`` on the features, with ``train.first_part_gp``
+the extractor's first part; without ``D_s`` the extractor with its head), and every
+generator term ``BCE(s~, 1)`` becomes ``-E[s~]``. The penalties' dropout masks come from
+a third pass's generator (:data:`PENALTY_PASS`), their interpolation weights from the
+streams VFLGAN's penalties use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -35,6 +44,7 @@ import torch
 from torch.nn.functional import binary_cross_entropy_with_logits
 
 from flwr_vflgan.gan.config import GANSettings
+from flwr_vflgan.gan.losses import gradient_penalty
 from flwr_vflgan.gan.schedule import StepKind
 from flwr_vflgan.gan.vflgan import local_seed
 from flwr_vflgan.nn.models import load_module_snapshot, module_snapshot, seeded_init
@@ -48,6 +58,7 @@ from flwr_vflgan.runtime.rng import (
     discriminator_batch,
     latent_noise,
     torch_generator,
+    uniform_alpha,
 )
 
 from .config import SeriesSettings
@@ -64,8 +75,9 @@ class SeriesRunSettings(GANSettings, Protocol):
     def series(self) -> SeriesSettings: ...
 
 
-REAL_PASS, FAKE_PASS = 0, 1
-"""Which pass of a step a dropout mask belongs to (the real batch's or the fake one's)."""
+REAL_PASS, FAKE_PASS, PENALTY_PASS = 0, 1, 2
+"""Which pass of a step a dropout mask belongs to (the real batch's, the fake one's, or
+the gradient penalties' interpolates)."""
 
 
 class _Pass(NamedTuple):
@@ -91,6 +103,15 @@ def bce(logits: torch.Tensor, real: bool) -> torch.Tensor:
     """Mean binary cross-entropy of ``logits`` against label 1 (``real``) or 0."""
     target = torch.ones_like(logits) if real else torch.zeros_like(logits)
     return binary_cross_entropy_with_logits(logits, target)
+
+
+def score_loss(scores: torch.Tensor, real: bool, wasserstein: bool) -> torch.Tensor:
+    """A discriminator's scores judged against label ``real``: ``BCE(s, 1)`` or ``BCE(s, 0)``,
+    or as a Wasserstein critic's ``-E[s]`` or ``E[s]`` (a generator's loss is its rows'
+    scores judged as real)."""
+    if not wasserstein:
+        return bce(scores, real)
+    return -scores.mean() if real else scores.mean()
 
 
 def _adam(params: list[dict], config: SeriesRunSettings) -> torch.optim.Adam:
@@ -139,6 +160,7 @@ class SeriesParty:
             )
         self.config = config
         self.series = config.series
+        self.wasserstein = config.series.train.loss == "wgan_gp"
         self.data = data
         self.shared_seed = shared_seed
         self.private_seed = local_seed(shared_seed, party)
@@ -273,12 +295,18 @@ class SeriesParty:
             nonlocal local
             f_real, a_real, h_real = self._judge(real, step, REAL_PASS, kept.get(REAL_PASS))
             f_fake, a_fake, h_fake = self._judge(fake, step, FAKE_PASS, kept.get(FAKE_PASS))
+            w = self.wasserstein
             local = sum(
-                (bce(r, True) + bce(f, False) for r, f in zip(a_real, a_fake, strict=True)),
+                (
+                    score_loss(r, True, w) + score_loss(f, False, w)
+                    for r, f in zip(a_real, a_fake, strict=True)
+                ),
                 torch.zeros(()),
             )
             if h_real is not None and h_fake is not None:
-                local = local + bce(h_real, True) + bce(h_fake, False)
+                local = local + score_loss(h_real, True, w) + score_loss(h_fake, False, w)
+            if w:
+                local = local + self.penalties(real, fake, step)
             return local + (f_real * grad_real).sum() + (f_fake * grad_fake).sum()
 
         def row_loss(*_: object) -> torch.Tensor:
@@ -288,13 +316,41 @@ class SeriesParty:
         self.d_update(self.discriminator, self.d_opt, batch_loss, row_loss, (), step)
         return float(local.detach())
 
+    def penalties(self, real: torch.Tensor, fake: torch.Tensor, step: int) -> torch.Tensor:
+        """WGAN-GP: ``lambda`` times the sum of the party's critics' gradient penalties,
+        masks drawn in order: channels, then the extractor (its first part with ``D_s``
+        and ``train.first_part_gp``, the whole of it without ``D_s``)."""
+        train, disc = self.config.train, self.discriminator
+        alpha = uniform_alpha(self.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
+        gen = self._masks(step, PENALTY_PASS)
+        pieces = zip(
+            disc.attributes,
+            torch.split(real, disc.length, dim=1),
+            torch.split(fake, disc.length, dim=1),
+            strict=True,
+        )
+        total = sum(
+            (gradient_penalty(partial(a, gen=gen), r, f, alpha) for a, r, f in pieces),
+            torch.zeros(()),
+        )
+        if not self.series.train.shared_discriminator:
+            total = total + gradient_penalty(partial(disc.extractor, gen=gen), real, fake, alpha)
+        elif train.first_part_gp:
+
+            def first_part(x: torch.Tensor) -> torch.Tensor:
+                return disc.features(x, gen).sum(dim=1, keepdim=True)
+
+            total = total + gradient_penalty(first_part, real, fake, alpha)
+        return train.gp_weight * total
+
     def _apply_generator(self, step: int, grad_fake: torch.Tensor) -> float:
         kept = self._take_kept(step).get(FAKE_PASS)
         fake = kept.block if kept is not None else self._fake(step)
         features, logits, head = self._judge(fake, step, FAKE_PASS, kept)
-        local = sum((bce(logit, True) for logit in logits), torch.zeros(()))
+        w = self.wasserstein
+        local = sum((score_loss(logit, True, w) for logit in logits), torch.zeros(()))
         if head is not None:
-            local = local + self.series.train.local_weight * bce(head, True)
+            local = local + self.series.train.local_weight * score_loss(head, True, w)
         self.g_opt.zero_grad(set_to_none=True)
         (local + (features * grad_fake).sum()).backward()
         self.g_opt.step()
@@ -352,6 +408,29 @@ class SeriesServer:
     def _split(self, grad: torch.Tensor) -> list[torch.Tensor]:
         return list(torch.split(grad, self.config.model.feature_dim, dim=1))
 
+    def critic_loss(self, step: int, f_real: torch.Tensor, f_fake: torch.Tensor) -> torch.Tensor:
+        """``D_s``'s loss on the concatenated features of step ``step``'s real and fake
+        batches (WGAN-GP: with its penalty, which reads the features too)."""
+        gen = torch_generator(self.seed, Stream.DROPOUT, step)
+        wasserstein = self.series.train.loss == "wgan_gp"
+        disc = self.discriminator
+        loss = score_loss(disc(f_real, gen), True, wasserstein)
+        loss = loss + score_loss(disc(f_fake, gen), False, wasserstein)
+        if wasserstein:
+            alpha = uniform_alpha(self.seed, Stream.SERVER_ALPHA, step, f_real.shape[0])
+            masks = torch_generator(self.seed, Stream.DROPOUT, step, PENALTY_PASS)
+            penalty = gradient_penalty(partial(disc, gen=masks), f_real, f_fake, alpha)
+            loss = loss + self.config.train.gp_weight * penalty
+        return loss
+
+    def generator_loss(self, step: int, f_fake: torch.Tensor) -> torch.Tensor:
+        """The generators' loss on ``D_s``'s view of step ``step``'s fake features
+        (before ``gamma_s``)."""
+        gen = torch_generator(self.seed, Stream.DROPOUT, step, 1)
+        return score_loss(
+            self.discriminator(f_fake, gen), True, self.series.train.loss == "wgan_gp"
+        )
+
     def discriminator_step(
         self, step: int, real: Sequence[torch.Tensor], fake: Sequence[torch.Tensor]
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], float]:
@@ -360,10 +439,7 @@ class SeriesServer:
         f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
         if not self.series.train.shared_discriminator:
             return self._split(torch.zeros_like(f_real)), self._split(torch.zeros_like(f_fake)), 0.0
-        gen = torch_generator(self.seed, Stream.DROPOUT, step)
-        loss = bce(self.discriminator(f_real, gen), True) + bce(
-            self.discriminator(f_fake, gen), False
-        )
+        loss = self.critic_loss(step, f_real, f_fake)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -373,12 +449,12 @@ class SeriesServer:
     def generator_step(
         self, fake: Sequence[torch.Tensor], step: int = 0
     ) -> tuple[list[torch.Tensor], float]:
-        """Gradients of ``gamma_s BCE(D_s(f~), 1)`` for each party's fake features."""
+        """Gradients of ``gamma_s BCE(D_s(f~), 1)`` (WGAN-GP: ``-gamma_s E[D_s(f~)]``) for
+        each party's fake features."""
         f_fake = torch.cat(list(fake), dim=1).detach().requires_grad_(True)
         if not self.series.train.shared_discriminator:
             return self._split(torch.zeros_like(f_fake)), 0.0
-        gen = torch_generator(self.seed, Stream.DROPOUT, step, 1)
-        loss = bce(self.discriminator(f_fake, gen), True)
+        loss = self.generator_loss(step, f_fake)
         (self.series.train.shared_weight * loss).backward()
         self.discriminator.zero_grad(set_to_none=True)
         assert f_fake.grad is not None  # set by backward above

@@ -13,7 +13,8 @@ from flwr_vflgan.series.report import SeriesSelection, pooled
 
 def test_settings_round_trip_through_plain_values():
     settings = SeriesSettings(
-        SeriesModelConfig(attribute_hidden=(7, 3)), SeriesTrainConfig(shared_weight=2.0)
+        SeriesModelConfig(attribute_hidden=(7, 3)),
+        SeriesTrainConfig(shared_weight=2.0, loss="wgan_gp"),
     )
     assert SeriesSettings.from_dict(settings.to_dict()) == settings
     config = VFLGANConfig(variant=Variant.VFLGAN_TS, series=settings)
@@ -39,6 +40,10 @@ def test_settings_round_trip_through_plain_values():
         ),
         (lambda: SeriesTrainConfig(shared_lr=0.0), "series.train.shared_lr must be > 0"),
         (lambda: SeriesTrainConfig(local_weight=-1.0), "must be >= 0"),
+        (
+            lambda: SeriesTrainConfig(loss="wgan"),
+            r"series.train.loss must be one of \['bce', 'wgan_gp'\], got 'wgan'",
+        ),
         (
             lambda: SeriesSettings.from_dict({"modle": {}}),
             r"unknown series config keys \['modle'\]",

@@ -19,7 +19,7 @@ from flwr_vflgan.data.series import sine_table
 from flwr_vflgan.gan.exchanges import LocalVFLGAN
 from flwr_vflgan.gan.schedule import StepKind
 from flwr_vflgan.runtime.blocks import StepBlock
-from flwr_vflgan.runtime.rng import Stream, torch_generator
+from flwr_vflgan.runtime.rng import Stream, torch_generator, uniform_alpha
 from flwr_vflgan.series.config import SeriesModelConfig, SeriesSettings, SeriesTrainConfig
 from flwr_vflgan.series.local import build, synthesize, train_local
 from flwr_vflgan.series.models import PartyDiscriminator
@@ -29,7 +29,7 @@ from flwr_vflgan.series.training import FAKE_PASS, REAL_PASS, SeriesParty, Serie
 BCE = torch.nn.functional.binary_cross_entropy_with_logits
 
 
-def _settings(shared: bool = True) -> VFLGANConfig:
+def _settings(shared: bool = True, loss: str = "bce", first_part_gp: bool = True) -> VFLGANConfig:
     model = SeriesModelConfig(
         noise_dim=4,
         generator_hidden=8,
@@ -40,8 +40,15 @@ def _settings(shared: bool = True) -> VFLGANConfig:
     return VFLGANConfig(
         variant=Variant.VFLGAN_TS,
         model=ModelConfig(feature_dim=5),
-        train=TrainConfig(epochs=1, batch_size=8, n_critic=1, betas=(0.5, 0.9)),
-        series=SeriesSettings(model, SeriesTrainConfig(shared_discriminator=shared)),
+        train=TrainConfig(
+            epochs=1,
+            batch_size=8,
+            n_critic=1,
+            betas=(0.5, 0.9),
+            gp_weight=7.0,
+            first_part_gp=first_part_gp,
+        ),
+        series=SeriesSettings(model, SeriesTrainConfig(shared_discriminator=shared, loss=loss)),
     )
 
 
@@ -49,14 +56,52 @@ def _table():
     return sine_table(4, per_class=16, length=20, seed=2)
 
 
-def _label(x: torch.Tensor, value: float) -> torch.Tensor:
+def _label(x: torch.Tensor, value: float, wasserstein: bool = False) -> torch.Tensor:
+    """BCE against ``value``; a Wasserstein critic's -E[x] for real (1), E[x] for fake (0)."""
+    if wasserstein:
+        return -x.mean() if value == 1.0 else x.mean()
     return BCE(x, torch.full_like(x, value))
+
+
+def _penalty(critic, real: torch.Tensor, fake: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """WGAN-GP's penalty, written out: the input gradient's norm pushed to 1."""
+    x = alpha * real + (1.0 - alpha) * fake
+    if not x.requires_grad:
+        x = x.detach().requires_grad_(True)
+    (grad,) = torch.autograd.grad(critic(x).sum(), x, create_graph=True)
+    return ((grad.norm(dim=1) - 1.0) ** 2).mean()
+
+
+def _party_penalties(party: SeriesParty, real, fake, step: int) -> torch.Tensor:
+    """Every penalty of a party's critics, masks drawn channels first, then the extractor."""
+    disc, train = party.discriminator, party.config.train
+    alpha = uniform_alpha(party.shared_seed, Stream.LOCAL_ALPHA, step, real.shape[0])
+    gen = torch_generator(party.private_seed, Stream.DROPOUT, step, 2)
+    total = torch.zeros(())
+    width = disc.length
+    for c, critic in enumerate(disc.attributes):
+        cols = slice(c * width, (c + 1) * width)
+        total = total + _penalty(lambda x, d=critic: d(x, gen), real[:, cols], fake[:, cols], alpha)
+    if not party.series.train.shared_discriminator:
+        total = total + _penalty(lambda x: disc.extractor(x, gen), real, fake, alpha)
+    elif train.first_part_gp:
+        first = disc.extractor.first_layer
+        total = total + _penalty(lambda x: _first_part_sum(disc, x, gen, first), real, fake, alpha)
+    return train.gp_weight * total
+
+
+def _first_part_sum(disc, x, gen, first) -> torch.Tensor:
+    """sum_k E^1(x)_k: the extractor's first layer, LeakyReLU and dropout, by hand."""
+    h = torch.nn.functional.leaky_relu(first(x), disc.extractor.slope)
+    keep = torch.rand(h.shape, generator=gen) >= disc.extractor.dropout
+    return (h * keep / (1.0 - disc.extractor.dropout)).sum(dim=1, keepdim=True)
 
 
 def _joint_discriminator_step(parties: list[SeriesParty], server: SeriesServer, step: int) -> None:
     """The reference's discriminator step, written out in one graph."""
     total = torch.zeros(())
     f_real, f_fake = [], []
+    w = server.series.train.loss == "wgan_gp"
     for party in parties:
         disc = party.discriminator
         real = party._batch(step)
@@ -69,13 +114,21 @@ def _joint_discriminator_step(parties: list[SeriesParty], server: SeriesServer, 
             gen = torch_generator(party.private_seed, Stream.DROPOUT, step, which)
             out.append(disc.features(block, gen))
             if not party.series.train.shared_discriminator:
-                total = total + _label(disc.extractor.head(out[-1], gen), label)
+                total = total + _label(disc.extractor.head(out[-1], gen), label, w)
             for logit in disc.attribute_logits(block, gen):
-                total = total + _label(logit, label)
+                total = total + _label(logit, label, w)
+        if w:
+            total = total + _party_penalties(party, real, fake, step)
     if server.series.train.shared_discriminator:
         gen = torch_generator(server.seed, Stream.DROPOUT, step)
-        total = total + _label(server.discriminator(torch.cat(f_real, 1), gen), 1.0)
-        total = total + _label(server.discriminator(torch.cat(f_fake, 1), gen), 0.0)
+        real_f, fake_f = torch.cat(f_real, 1), torch.cat(f_fake, 1)
+        total = total + _label(server.discriminator(real_f, gen), 1.0, w)
+        total = total + _label(server.discriminator(fake_f, gen), 0.0, w)
+        if w:
+            alpha = uniform_alpha(server.seed, Stream.SERVER_ALPHA, step, real_f.shape[0])
+            masks = torch_generator(server.seed, Stream.DROPOUT, step, 2)
+            penalty = _penalty(lambda x: server.discriminator(x, masks), real_f, fake_f, alpha)
+            total = total + server.config.train.gp_weight * penalty
     optimizers = [p.d_opt for p in parties] + [server.opt]
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)
@@ -88,6 +141,7 @@ def _joint_discriminator_step(parties: list[SeriesParty], server: SeriesServer, 
 def _joint_generator_step(parties: list[SeriesParty], server: SeriesServer, step: int) -> None:
     """The reference's generator step, written out in one graph."""
     train = server.series.train
+    w = train.loss == "wgan_gp"
     total = torch.zeros(())
     features = []
     for party in parties:
@@ -96,13 +150,14 @@ def _joint_generator_step(parties: list[SeriesParty], server: SeriesServer, step
         disc = party.discriminator
         features.append(disc.features(fake, gen))
         if not train.shared_discriminator:
-            total = total + train.local_weight * _label(disc.extractor.head(features[-1], gen), 1.0)
+            head = disc.extractor.head(features[-1], gen)
+            total = total + train.local_weight * _label(head, 1.0, w)
         for logit in disc.attribute_logits(fake, gen):
-            total = total + _label(logit, 1.0)
+            total = total + _label(logit, 1.0, w)
     if train.shared_discriminator:
         gen = torch_generator(server.seed, Stream.DROPOUT, step, 1)
         total = total + train.shared_weight * _label(
-            server.discriminator(torch.cat(features, 1), gen), 1.0
+            server.discriminator(torch.cat(features, 1), gen), 1.0, w
         )
     for party in parties:
         party.g_opt.zero_grad(set_to_none=True)
@@ -122,9 +177,13 @@ def _assert_same_parameters(a: list[SeriesParty], b: list[SeriesParty]) -> None:
                 torch.testing.assert_close(x, y, atol=1e-6, rtol=1e-5, msg=f"{module}.{name}")
 
 
-@pytest.mark.parametrize("shared", [True, False])
-def test_the_split_steps_equal_the_joint_objective(shared):
-    settings = _settings(shared)
+LOSSES = [(True, "bce", True), (False, "bce", True), (True, "wgan_gp", True)]
+LOSSES += [(False, "wgan_gp", True), (True, "wgan_gp", False)]
+
+
+@pytest.mark.parametrize(("shared", "loss", "first_part_gp"), LOSSES)
+def test_the_split_steps_equal_the_joint_objective(shared, loss, first_part_gp):
+    settings = _settings(shared, loss, first_part_gp)
     parties, server, schedule = build(settings, _table(), 11, 11 + 100)
     assert schedule.kind(0) is StepKind.DISCRIMINATOR and schedule.kind(1) is StepKind.GENERATOR
     ref_parties, ref_server = copy.deepcopy(parties), copy.deepcopy(server)
@@ -143,9 +202,9 @@ def test_the_split_steps_equal_the_joint_objective(shared):
             torch.testing.assert_close(x, y, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("shared", [True, False])
-def test_the_plain_loop_is_the_joint_objective(shared):
-    settings = _settings(shared)
+@pytest.mark.parametrize(("shared", "loss", "first_part_gp"), LOSSES)
+def test_the_plain_loop_is_the_joint_objective(shared, loss, first_part_gp):
+    settings = _settings(shared, loss, first_part_gp)
     parties, server, schedule = build(settings, _table(), 12, 12 + 100)
     ref_parties, ref_server = copy.deepcopy(parties), copy.deepcopy(server)
     for step in range(4):
@@ -156,6 +215,10 @@ def test_the_plain_loop_is_the_joint_objective(shared):
         else:
             _joint_generator_step(ref_parties, ref_server, step)
         _assert_same_parameters(parties, ref_parties)
+    for x, y in zip(
+        server.discriminator.parameters(), ref_server.discriminator.parameters(), strict=True
+    ):
+        torch.testing.assert_close(x, y, atol=1e-6, rtol=1e-5)
 
 
 def test_a_step_changes_what_it_should_and_nothing_else():
