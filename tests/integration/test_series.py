@@ -23,7 +23,7 @@ from flwr_vflgan.gan.exchanges import LocalVFLGAN
 from flwr_vflgan.runtime import protocol as P
 from flwr_vflgan.runtime.party_data import DataSpec
 from flwr_vflgan.runtime.rng import Stream, numpy_generator
-from flwr_vflgan.series.config import SeriesModelConfig, SeriesSettings
+from flwr_vflgan.series.config import SeriesModelConfig, SeriesSettings, SeriesTrainConfig
 from flwr_vflgan.series.local import build, synthesize
 from flwr_vflgan.strategies.grid import InProcessGrid
 from flwr_vflgan.strategies.vflgan import VFLGANStrategy
@@ -39,7 +39,7 @@ SMALL = [
 ]
 
 
-def _config(steps: int = 6, dp: dict | None = None) -> VFLGANConfig:
+def _config(steps: int = 6, dp: dict | None = None, loss: str = "bce") -> VFLGANConfig:
     model = SeriesModelConfig(
         generator_hidden=16, attribute_hidden=(8, 4), extractor_hidden=(4,), shared_hidden=(8, 4)
     )
@@ -49,7 +49,7 @@ def _config(steps: int = 6, dp: dict | None = None) -> VFLGANConfig:
         train=TrainConfig(
             epochs=1, max_steps=steps, batch_size=64, n_critic=1, betas=(0.5, 0.9), eval_every=0
         ),
-        series=SeriesSettings(model=model),
+        series=SeriesSettings(model=model, train=SeriesTrainConfig(loss=loss)),
         dp=dp or {},
     )
 
@@ -66,10 +66,16 @@ def _grid_run(config: VFLGANConfig, observer=None):
     return strategy.start(InProcessGrid(make_client_app(), nodes, observer=observer))
 
 
-@pytest.mark.parametrize("dp", [None, {"mechanism": "vflgan_gaussian", "target_epsilon": 10.0}])
-def test_the_grid_does_what_the_one_process_loop_does_bit_for_bit(dp):
-    """Without DP, and with DPVFLGAN-TS: the same noise, planned the same way."""
-    config = _config(dp=dp)
+DPVFLGAN_TS = {"mechanism": "vflgan_gaussian", "target_epsilon": 10.0}
+
+
+@pytest.mark.parametrize(
+    ("dp", "loss"), [(None, "bce"), (DPVFLGAN_TS, "bce"), (DPVFLGAN_TS, "wgan_gp")]
+)
+def test_the_grid_does_what_the_one_process_loop_does_bit_for_bit(dp, loss):
+    """Without DP, and with DPVFLGAN-TS: the same noise, planned the same way (the
+    WGAN-GP loss too: its penalties' masks and interpolates are drawn alike)."""
+    config = _config(dp=dp, loss=loss)
     table = load_series("sine6", 2)
     result = _grid_run(config)
     parties, server, schedule = build(config, table, SHARED_SEED, SERVER_SEED)
