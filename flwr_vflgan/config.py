@@ -152,11 +152,13 @@ class VFLGANConfig:
 
     def _check_generator_options(self) -> None:
         """Refuse the generator options of ``flwr_vflgan.gan`` for a family that ignores them."""
-        if self.train.generator_average is not None and not self.is_vflgan_family:
+        if self.train.generator_average is not None and not (
+            self.is_vflgan_family or self.is_series
+        ):
             raise ValueError(
-                f"train.generator_average averages the VFLGAN family's generators "
-                f"(vflgan, vflgan_base, wgan_gp, gs_wgan, vertigan); {self.variant.value} does not use it: "
-                "remove it"
+                f"train.generator_average averages the generators of the VFLGAN family "
+                f"(vflgan, vflgan_base, wgan_gp, gs_wgan, vertigan) and vflgan_ts; "
+                f"{self.variant.value} does not use it: remove it"
             )
         if self.train.generator_lr is not None and not (self.is_vflgan_family or self.is_vdgan):
             raise ValueError(

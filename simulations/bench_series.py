@@ -30,7 +30,7 @@ from flwr_vflgan.runtime.party_data import series_blocks, series_table
 from flwr_vflgan.series.local import build
 from flwr_vflgan.series.plain import plain_step
 
-from .bench_vflgan import inprocess_step_ms
+from .bench_vflgan import bench_record, inprocess_step_ms
 from .config import RunSpec, to_run_spec
 from .launch import shared_seed_for
 from .series_pipeline import encoded
@@ -59,16 +59,9 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
     for _ in range(3):
         plain.append(plain_step_ms(spec, warmup, steps))
         inprocess.append(inprocess_step_ms(spec, warmup, steps))
-    results: dict[str, Any] = {
-        "dataset": spec.data.source,
-        "algorithm": spec.algorithm.variant.value,
-        "n_parties": spec.data.n_parties,
-        "batch_size": spec.algorithm.train.batch_size,
-        "steps": steps,
-        "torch_threads": spec.runtime.torch_threads,
-        "plain_step_ms": statistics.median(plain),
-        "inprocess_step_ms": statistics.median(inprocess),
-    }
+    results = bench_record(spec, steps)
+    results["plain_step_ms"] = statistics.median(plain)
+    results["inprocess_step_ms"] = statistics.median(inprocess)
     results["inprocess_over_plain"] = results["inprocess_step_ms"] / results["plain_step_ms"]
     print(
         f"plain loop {results['plain_step_ms']:8.2f} ms/step, in-process "

@@ -64,7 +64,7 @@ from flwr_vflgan.gan.plain import PlainVFLGAN
 from flwr_vflgan.gan.schedule import Schedule
 from flwr_vflgan.privacy import DPConfig, Mechanism, plan_privacy
 from flwr_vflgan.runtime.party_data import all_blocks
-from flwr_vflgan.simulations.config import register_configs, to_run_spec
+from flwr_vflgan.simulations.config import RunSpec, register_configs, to_run_spec
 from flwr_vflgan.simulations.launch import run_simulation_engine, shared_seed_for
 from flwr_vflgan.strategies import InProcessGrid, VFLGANStrategy
 
@@ -115,6 +115,18 @@ def plain_step_ms(spec: Any, warmup: int, steps: int) -> float:
     for step in range(warmup, warmup + steps):
         model.step(step, schedule.kind(step))
     return (time.perf_counter() - started) / steps * 1e3
+
+
+def bench_record(spec: RunSpec, steps: int) -> dict[str, Any]:
+    """The fields every step benchmark's record starts with: what was measured, how."""
+    return {
+        "dataset": spec.data.source,
+        "algorithm": spec.algorithm.variant.value,
+        "n_parties": spec.data.n_parties,
+        "batch_size": spec.algorithm.train.batch_size,
+        "steps": steps,
+        "torch_threads": spec.runtime.torch_threads,
+    }
 
 
 def inprocess_step_ms(spec: Any, warmup: int, steps: int) -> float:
@@ -404,14 +416,7 @@ def measure(cfg: DictConfig) -> dict[str, Any]:
     warmup, steps = int(bench.get("warmup", 30)), int(bench.get("steps", 300))
     spec = to_run_spec(cfg, os.getcwd())
     torch.set_num_threads(spec.runtime.torch_threads)
-    results: dict[str, Any] = {
-        "dataset": spec.data.source,
-        "algorithm": spec.algorithm.variant.value,
-        "n_parties": spec.data.n_parties,
-        "batch_size": spec.algorithm.train.batch_size,
-        "steps": steps,
-        "torch_threads": spec.runtime.torch_threads,
-    }
+    results = bench_record(spec, steps)
     if spec.algorithm.is_vdgan:
         measure_vdgan(results, spec, warmup, steps)
         return results  # its runtimes' rows are not measured yet

@@ -221,10 +221,14 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
             losses = (
                 f"lr g/attr/extr/shared={rates.generator_lr}/{rates.attribute_lr}/"
                 f"{rates.extractor_lr}/{rates.shared_lr}, "
-                f"shared_discriminator={rates.shared_discriminator}"
+                f"shared_discriminator={rates.shared_discriminator}, loss={rates.loss}"
             )
+            if rates.loss == "wgan_gp":
+                losses += f", gp={t.gp_weight}"
         else:
             losses = f"{t.describe_lr()}, gp={t.gp_weight}"
+        if t.generator_average is not None:
+            losses += f", generator_average={t.generator_average:g} epochs"
         return (
             f"VFLGANStrategy({self.config.variant.value}, {self.n_parties} parties, {describe_length(t)}, "
             f"max_steps={t.max_steps}, batch={t.batch_size}, n_critic={t.n_critic}, {losses}, "

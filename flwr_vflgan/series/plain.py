@@ -98,6 +98,7 @@ def _generator_step(parties: Sequence[SeriesParty], server: SeriesServer, step: 
     total.backward()
     for party in parties:
         party.g_opt.step()
+        party.generator_updated()
         party.discriminator.zero_grad(set_to_none=True)
     server.discriminator.zero_grad(set_to_none=True)
     return float(total.detach())

@@ -46,7 +46,7 @@ from torch.nn.functional import binary_cross_entropy_with_logits
 from flwr_vflgan.gan.config import GANSettings
 from flwr_vflgan.gan.losses import gradient_penalty
 from flwr_vflgan.gan.schedule import StepKind
-from flwr_vflgan.gan.vflgan import local_seed
+from flwr_vflgan.gan.vflgan import generator_average, local_seed
 from flwr_vflgan.nn.models import load_module_snapshot, module_snapshot, seeded_init
 from flwr_vflgan.privacy.config import PrivacyPlan
 from flwr_vflgan.privacy.updates import discriminator_update
@@ -181,7 +181,11 @@ class SeriesParty:
             ],
             config,
         )
-        self.state = FlatState([self.generator, self.discriminator], [self.g_opt, self.d_opt])
+        self.average = generator_average(self.generator, config.train, data.shape[0])
+        modules: list[torch.nn.Module] = [self.generator, self.discriminator]
+        if self.average is not None:
+            modules.append(self.average.module)
+        self.state = FlatState(modules, [self.g_opt, self.d_opt])
         self.privacy = privacy
         if noise_seed is None:
             noise_seed = derive_seed(self.private_seed, Stream.DP_NOISE)
@@ -354,13 +358,22 @@ class SeriesParty:
         self.g_opt.zero_grad(set_to_none=True)
         (local + (features * grad_fake).sum()).backward()
         self.g_opt.step()
+        self.generator_updated()
         self.discriminator.zero_grad(set_to_none=True)
         return float(local.detach())
+
+    def generator_updated(self) -> None:
+        """After each generator step: move the generators' average, if one is kept."""
+        if self.average is not None:
+            self.average.update(self.generator)
 
     # -- sampling ------------------------------------------------------------------------
     @property
     def published(self) -> PartyGenerators:
-        """The generator that is evaluated and published."""
+        """The generators that are evaluated, kept as the best and published: their
+        average when ``train.generator_average`` is set, else the trained ones."""
+        if self.average is not None:
+            return self.average.module  # type: ignore[return-value]
         return self.generator
 
     def generate(self, n_series: int, draw: int) -> torch.Tensor:
@@ -370,15 +383,15 @@ class SeriesParty:
             self.shared_seed, draw, n_series, self.series.model.noise_dim, Stream.EVAL_NOISE
         )
         with torch.no_grad():
-            return self.generator(z)
+            return self.published(z)
 
     def generator_snapshot(self) -> np.ndarray:
-        """The generators' parameters as one float32 vector."""
-        return module_snapshot(self.generator)
+        """The published generators' parameters as one float32 vector."""
+        return module_snapshot(self.published)
 
     def load_generator_snapshot(self, values: np.ndarray) -> None:
         """Inverse of :meth:`generator_snapshot`."""
-        load_module_snapshot(self.generator, values)
+        load_module_snapshot(self.published, values)
 
 
 class SeriesServer:

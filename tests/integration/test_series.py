@@ -231,9 +231,11 @@ def test_basic_motions_under_dp_names_the_parties_fitted_scaling_as_not_covered(
     assert 0 <= metrics["series"]["real_cross_party_amplitude_correlation"] <= 1
 
 
-def test_an_interrupted_series_run_resumes_to_the_same_series(tmp_path: Path):
+@pytest.mark.parametrize("average", [None, 1.0])
+def test_an_interrupted_series_run_resumes_to_the_same_series(tmp_path: Path, average):
     """Checkpoints go through VFLGAN's machinery: the parties' series models and Adam
-    moments, the server's shared discriminator and the evaluations."""
+    moments (and the generators' average), the server's shared discriminator and the
+    evaluations."""
     import dataclasses
 
     from interrupt import Interrupt, stop_in_epoch
@@ -242,7 +244,13 @@ def test_an_interrupted_series_run_resumes_to_the_same_series(tmp_path: Path):
 
     base = _config()
     train = dataclasses.replace(
-        base.train, epochs=3, max_steps=None, batch_size=512, eval_every=1, eval_rows=64
+        base.train,
+        epochs=3,
+        max_steps=None,
+        batch_size=512,
+        eval_every=1,
+        eval_rows=64,
+        generator_average=average,
     )
     config = dataclasses.replace(base, train=train)
     selection = SeriesSelection(load_series("sine6", 2))

@@ -10,7 +10,9 @@ protocol's parameters after a step equal the one-graph step's.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -18,8 +20,9 @@ from flwr_vflgan.config import ModelConfig, TrainConfig, Variant, VFLGANConfig
 from flwr_vflgan.data.series import sine_table
 from flwr_vflgan.gan.exchanges import LocalVFLGAN
 from flwr_vflgan.gan.schedule import StepKind
+from flwr_vflgan.nn.models import module_snapshot
 from flwr_vflgan.runtime.blocks import StepBlock
-from flwr_vflgan.runtime.rng import Stream, torch_generator, uniform_alpha
+from flwr_vflgan.runtime.rng import Stream, latent_noise, torch_generator, uniform_alpha
 from flwr_vflgan.series.config import SeriesModelConfig, SeriesSettings, SeriesTrainConfig
 from flwr_vflgan.series.local import build, synthesize, train_local
 from flwr_vflgan.series.models import PartyDiscriminator
@@ -232,6 +235,49 @@ def test_a_step_changes_what_it_should_and_nothing_else():
     assert any(not torch.equal(d_before[k], after[k]) for k in after)
     local.run_block(StepBlock(1, 1))  # a generator step
     assert all((p.generator_snapshot() != g).any() for p, g in zip(parties, g_before, strict=True))
+
+
+@pytest.mark.parametrize("runner", ["protocol", "plain"])
+def test_the_published_generators_are_the_average_of_every_generator_step(runner):
+    """train.generator_average=H: after each generator step the party's average moves
+    to ``decay * average + (1 - decay) * generator``, with the decay whose weight halves
+    every H epochs of generator steps; generation, snapshots and publication read the
+    average, training reads the generators."""
+    base = _settings()
+    settings = dataclasses.replace(
+        base, train=dataclasses.replace(base.train, generator_average=0.5)
+    )
+    table = _table()
+    parties, server, schedule = build(settings, table, 7, 7 + 100)
+    g_steps_per_epoch = table.n_series // 8  # batch 8, n_critic 1
+    decay = 0.5 ** (1.0 / (0.5 * g_steps_per_epoch))
+    expected = [p.generator_snapshot().astype(np.float64) for p in parties]
+    local = LocalVFLGAN(parties, server, schedule, 1)
+    for step in range(6):
+        if runner == "protocol":
+            local.run_block(StepBlock(step, 1))
+        else:
+            plain_step(parties, server, step, schedule.kind(step))
+        if schedule.kind(step) is StepKind.GENERATOR:
+            for i, party in enumerate(parties):
+                trained = module_snapshot(party.generator).astype(np.float64)
+                expected[i] = decay * expected[i] + (1 - decay) * trained
+    for party, average in zip(parties, expected, strict=True):
+        assert party.published is not party.generator
+        np.testing.assert_allclose(party.generator_snapshot(), average, rtol=1e-5, atol=1e-6)
+        assert not np.allclose(module_snapshot(party.generator), average, atol=1e-6)
+        z = latent_noise(party.shared_seed, 3, 4, party.series.model.noise_dim, Stream.EVAL_NOISE)
+        with torch.no_grad():
+            torch.testing.assert_close(party.generate(4, draw=3), party.published(z))
+    # The average is part of the party's flat state, which checkpoints and messages carry.
+    plain_party = build(base, table, 7, 7 + 100)[0][0]
+    averaged = sum(p.numel() for p in parties[0].average.module.parameters())
+    assert parties[0].state.size == plain_party.state.size + averaged
+
+
+def test_generator_average_is_refused_where_nothing_reads_it():
+    with pytest.raises(ValueError, match="and vflgan_ts; vtgan does not use it"):
+        VFLGANConfig(variant=Variant.VTGAN, train=TrainConfig(generator_average=1.0))
 
 
 def test_without_the_shared_discriminator_the_server_sends_zeros_and_trains_nothing():
