@@ -223,7 +223,7 @@ class VFLGANStrategy(VerticalStrategy["_Run", VFLGANResult]):
                 f"{rates.extractor_lr}/{rates.shared_lr}, "
                 f"shared_discriminator={rates.shared_discriminator}, loss={rates.loss}"
             )
-            if rates.loss == "wgan_gp":
+            if rates.wasserstein:
                 losses += f", gp={t.gp_weight}"
         else:
             losses = f"{t.describe_lr()}, gp={t.gp_weight}"

@@ -128,6 +128,11 @@ class SeriesTrainConfig:
     shared_discriminator: bool = True
     loss: str = "bce"
 
+    @property
+    def wasserstein(self) -> bool:
+        """Whether the discriminators are WGAN-GP critics (``loss == "wgan_gp"``)."""
+        return self.loss == "wgan_gp"
+
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"series.train.loss must be one of {list(LOSSES)}, got {self.loss!r}")

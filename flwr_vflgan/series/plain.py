@@ -47,7 +47,7 @@ def _judged(
     disc = party.discriminator
     features = disc.features(block, gen)
     local = torch.zeros(())
-    w = party.wasserstein
+    w = party.series.train.wasserstein
     if not party.series.train.shared_discriminator:
         local = local + head_weight * score_loss(disc.extractor.head(features, gen), real, w)
     for logit in disc.attribute_logits(block, gen):
@@ -68,7 +68,7 @@ def _discriminator_step(parties: Sequence[SeriesParty], server: SeriesServer, st
         features, local = _judged(party, fake, step, FAKE_PASS, False)
         f_fake.append(features)
         total = total + local
-        if party.wasserstein:
+        if party.series.train.wasserstein:
             total = total + party.penalties(real, fake, step)
     optimizers = [p.d_opt for p in parties]
     if server.series.train.shared_discriminator:

@@ -160,7 +160,6 @@ class SeriesParty:
             )
         self.config = config
         self.series = config.series
-        self.wasserstein = config.series.train.loss == "wgan_gp"
         self.data = data
         self.shared_seed = shared_seed
         self.private_seed = local_seed(shared_seed, party)
@@ -299,7 +298,7 @@ class SeriesParty:
             nonlocal local
             f_real, a_real, h_real = self._judge(real, step, REAL_PASS, kept.get(REAL_PASS))
             f_fake, a_fake, h_fake = self._judge(fake, step, FAKE_PASS, kept.get(FAKE_PASS))
-            w = self.wasserstein
+            w = self.series.train.wasserstein
             local = sum(
                 (
                     score_loss(r, True, w) + score_loss(f, False, w)
@@ -351,7 +350,7 @@ class SeriesParty:
         kept = self._take_kept(step).get(FAKE_PASS)
         fake = kept.block if kept is not None else self._fake(step)
         features, logits, head = self._judge(fake, step, FAKE_PASS, kept)
-        w = self.wasserstein
+        w = self.series.train.wasserstein
         local = sum((score_loss(logit, True, w) for logit in logits), torch.zeros(()))
         if head is not None:
             local = local + self.series.train.local_weight * score_loss(head, True, w)
@@ -425,7 +424,7 @@ class SeriesServer:
         """``D_s``'s loss on the concatenated features of step ``step``'s real and fake
         batches (WGAN-GP: with its penalty, which reads the features too)."""
         gen = torch_generator(self.seed, Stream.DROPOUT, step)
-        wasserstein = self.series.train.loss == "wgan_gp"
+        wasserstein = self.series.train.wasserstein
         disc = self.discriminator
         loss = score_loss(disc(f_real, gen), True, wasserstein)
         loss = loss + score_loss(disc(f_fake, gen), False, wasserstein)
@@ -440,9 +439,7 @@ class SeriesServer:
         """The generators' loss on ``D_s``'s view of step ``step``'s fake features
         (before ``gamma_s``)."""
         gen = torch_generator(self.seed, Stream.DROPOUT, step, 1)
-        return score_loss(
-            self.discriminator(f_fake, gen), True, self.series.train.loss == "wgan_gp"
-        )
+        return score_loss(self.discriminator(f_fake, gen), True, self.series.train.wasserstein)
 
     def discriminator_step(
         self, step: int, real: Sequence[torch.Tensor], fake: Sequence[torch.Tensor]
