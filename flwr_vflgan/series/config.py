@@ -9,6 +9,7 @@ discriminator on the server, binary cross-entropy, Adam ``(0.5, 0.9)``, batch 64
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,6 +39,13 @@ class SeriesModelConfig:
         series' orthonormal DCT-II basis instead, so the channel is smooth by
         construction (no content above ``K / (2 length)`` cycles per step). Must not
         exceed the series length (checked when the models are built).
+    generator_smoothing
+        ``None`` (the reference): no filter. ``s``: each channel generator's output goes
+        through a fixed Gaussian filter of standard deviation ``s`` steps (truncated at
+        ``4 s``, the series reflected at its ends), in training and in publication alike,
+        so the discriminators judge the smoothed series and the generator learns what to
+        write before the filter. The truncated kernel must be shorter than the series
+        (checked when the models are built).
     attribute_hidden
         Hidden widths of each channel's attribute discriminator (``length -> ... -> 1``).
     extractor_hidden
@@ -57,6 +65,7 @@ class SeriesModelConfig:
     noise_dim: int = 32
     generator_hidden: int = 256
     generator_basis: int | None = None
+    generator_smoothing: float | None = None
     attribute_hidden: tuple[int, ...] = (128, 64)
     extractor_hidden: tuple[int, ...] = (128, 64)
     shared_hidden: tuple[int, ...] = (256, 64)
@@ -73,6 +82,17 @@ class SeriesModelConfig:
         if basis is not None and (not is_int(basis) or basis <= 0):
             raise ValueError(
                 f"series.model.generator_basis must be a positive integer or null, got {basis!r}"
+            )
+        smoothing = self.generator_smoothing
+        if smoothing is not None and (
+            isinstance(smoothing, bool)
+            or not isinstance(smoothing, int | float)
+            or not math.isfinite(smoothing)
+            or smoothing <= 0
+        ):
+            raise ValueError(
+                "series.model.generator_smoothing must be a positive number of steps or "
+                f"null, got {smoothing!r}"
             )
         for name in ("attribute_hidden", "extractor_hidden", "shared_hidden"):
             _positive_ints(f"series.model.{name}", getattr(self, name))

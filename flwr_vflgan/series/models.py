@@ -48,27 +48,68 @@ def cosine_basis(size: int, length: int) -> torch.Tensor:
     return basis.float()
 
 
+def gaussian_kernel(sigma: float, length: int) -> torch.Tensor:
+    """The normalised Gaussian filter of standard deviation ``sigma`` steps, truncated at
+    ``ceil(4 sigma)`` steps each side, as a ``conv1d`` weight ``(1, 1, 2 r + 1)``.
+
+    Raises
+    ------
+    ValueError
+        The truncated filter is not shorter than the series (``r >= length``): reflecting
+        the series at its ends needs ``r < length``.
+    """
+    radius = math.ceil(4 * sigma)
+    if radius >= length:
+        raise ValueError(
+            f"series.model.generator_smoothing={sigma} reaches {radius} steps each side, "
+            f"more than the series length {length} allows; use a smaller value"
+        )
+    steps = torch.arange(-radius, radius + 1, dtype=torch.float64)
+    kernel = torch.exp(-0.5 * (steps / sigma) ** 2)
+    return (kernel / kernel.sum()).float().view(1, 1, -1)
+
+
 class ChannelGenerator(nn.Module):
     """Noise ``(B, noise_dim)`` to one channel ``(B, length)``: an LSTM cell's one step,
     then a linear map to every step (``basis=None``, the reference) or to the
     coefficients of the ``basis`` slowest cosines (:func:`cosine_basis`), scaled so that
-    a step's output starts with the same variance as the per-step map's."""
+    a step's output starts with the same variance as the per-step map's; with
+    ``smoothing`` the result goes through :func:`gaussian_kernel` (ends reflected)."""
 
-    def __init__(self, noise_dim: int, hidden: int, length: int, basis: int | None = None) -> None:
+    def __init__(
+        self,
+        noise_dim: int,
+        hidden: int,
+        length: int,
+        basis: int | None = None,
+        smoothing: float | None = None,
+    ) -> None:
         super().__init__()
         self.cell = nn.LSTMCell(noise_dim, hidden)
         self.out = nn.Linear(hidden, length if basis is None else basis)
+        # constants, registered as buffers that are not state (no checkpoint entry)
         self.basis: torch.Tensor | None
+        self.kernel: torch.Tensor | None
         if basis is None:
             self.basis = None
         else:
             scaled = cosine_basis(basis, length) * math.sqrt(length / basis)
-            self.register_buffer("basis", scaled, persistent=False)  # a constant: no state
+            self.register_buffer("basis", scaled, persistent=False)
+        if smoothing is None:
+            self.kernel = None
+        else:
+            self.register_buffer("kernel", gaussian_kernel(smoothing, length), persistent=False)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         hidden, _ = self.cell(z)
         out = self.out(hidden)
-        return out if self.basis is None else out @ self.basis
+        if self.basis is not None:
+            out = out @ self.basis
+        if self.kernel is None:
+            return out
+        radius = self.kernel.shape[-1] // 2
+        padded = nn.functional.pad(out[:, None, :], (radius, radius), mode="reflect")
+        return nn.functional.conv1d(padded, self.kernel)[:, 0, :]
 
 
 class PartyGenerators(nn.Module):
@@ -78,7 +119,11 @@ class PartyGenerators(nn.Module):
         super().__init__()
         self.channels = nn.ModuleList(
             ChannelGenerator(
-                config.noise_dim, config.generator_hidden, length, config.generator_basis
+                config.noise_dim,
+                config.generator_hidden,
+                length,
+                config.generator_basis,
+                config.generator_smoothing,
             )
             for _ in range(n_channels)
         )

@@ -13,7 +13,7 @@ from flwr_vflgan.series.report import SeriesSelection, pooled
 
 def test_settings_round_trip_through_plain_values():
     settings = SeriesSettings(
-        SeriesModelConfig(attribute_hidden=(7, 3)),
+        SeriesModelConfig(attribute_hidden=(7, 3), generator_smoothing=2.5),
         SeriesTrainConfig(shared_weight=2.0, loss="wgan_gp"),
     )
     assert SeriesSettings.from_dict(settings.to_dict()) == settings
@@ -37,6 +37,18 @@ def test_settings_round_trip_through_plain_values():
         (
             lambda: SeriesModelConfig(generator_basis=0),
             "series.model.generator_basis must be a positive integer or null",
+        ),
+        (
+            lambda: SeriesModelConfig(generator_smoothing=0),
+            "series.model.generator_smoothing must be a positive number of steps or null",
+        ),
+        (
+            lambda: SeriesModelConfig(generator_smoothing=True),
+            "series.model.generator_smoothing must be a positive number",
+        ),
+        (
+            lambda: SeriesModelConfig(generator_smoothing=float("nan")),
+            "series.model.generator_smoothing must be a positive number",
         ),
         (lambda: SeriesTrainConfig(shared_lr=0.0), "series.train.shared_lr must be > 0"),
         (lambda: SeriesTrainConfig(local_weight=-1.0), "must be >= 0"),
@@ -123,3 +135,37 @@ def test_the_cosine_basis_is_orthonormal_and_a_basis_generator_is_smooth():
     assert rough[1] < rough[0] / 100
     assert 0.3 < smooth(z).std() / per_step(z).std() < 3
     assert "basis" not in smooth.state_dict()  # a constant, not a weight to checkpoint
+
+
+def test_a_smoothed_generator_is_the_per_step_generator_through_a_gaussian_filter():
+    import torch
+    from scipy.ndimage import gaussian_filter1d
+
+    from flwr_vflgan.series.models import ChannelGenerator, gaussian_kernel
+
+    kernel = gaussian_kernel(3.0, 200)
+    assert kernel.shape == (1, 1, 25)  # ceil(4 * 3) = 12 steps each side
+    assert torch.isclose(kernel.sum(), torch.tensor(1.0))
+    assert torch.equal(kernel, kernel.flip(-1))
+    with pytest.raises(ValueError, match=r"generator_smoothing=30 reaches 120 steps .* length 100"):
+        gaussian_kernel(30, 100)
+    torch.manual_seed(0)
+    z = torch.randn(16, 8)
+    per_step = ChannelGenerator(8, 32, 200)
+    smooth = ChannelGenerator(8, 32, 200, smoothing=3.0)
+    smooth.load_state_dict(per_step.state_dict())  # the same weights; the filter is no state
+    assert list(smooth.state_dict()) == list(per_step.state_dict())
+    with torch.no_grad():
+        raw, filtered = per_step(z).double().numpy(), smooth(z).double().numpy()
+    # scipy's filter, written independently: the same truncation (4 sigma), and its
+    # "mirror" mode is torch's "reflect" (the end sample is not repeated).
+    expected = gaussian_filter1d(raw, 3.0, axis=1, mode="mirror", truncate=4.0)
+    np.testing.assert_allclose(filtered, expected, atol=1e-5, rtol=0)
+    roughness = [np.abs(np.diff(x, n=2, axis=1)).mean() / x.std() for x in (raw, filtered)]
+    assert roughness[1] < roughness[0] / 20
+    # The filter keeps what is already smooth: a slow sine passes (but for the ends).
+    t = torch.arange(200, dtype=torch.float32)
+    slow = torch.sin(2 * torch.pi * t / 100)[None, None, :]
+    padded = torch.nn.functional.pad(slow, (12, 12), mode="reflect")
+    passed = torch.nn.functional.conv1d(padded, kernel)[0, 0]
+    assert torch.allclose(passed[20:-20], slow[0, 0, 20:-20] * 0.98, atol=0.01)
