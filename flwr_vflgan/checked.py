@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 T = TypeVar("T")
 
@@ -21,3 +22,8 @@ def is_int(value: object) -> bool:
     """Whether ``value`` is an integer (``True`` and ``False`` are not, though Python's
     ``bool`` is an ``int``)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_finite_number(value: object) -> TypeGuard[int | float]:
+    """Whether ``value`` is a finite ``int`` or ``float`` (not a ``bool``, NaN or infinity)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -25,13 +25,13 @@ and they are the file's storage types, not statistics).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from flwr_vflgan.checked import is_finite_number
 from flwr_vflgan.data.schema import ColumnKind, ColumnSpec, Schema, parse_kind
 
 __all__ = [
@@ -51,7 +51,7 @@ _KEYS = {
 
 
 def _bound(column: str, key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise ValueError(
             f"dataset.domain: column {column!r} {key} must be a finite number, got {value!r}"
         )

@@ -15,11 +15,10 @@ temperature 1).
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from flwr_vflgan.checked import build_checked, is_int
+from flwr_vflgan.checked import build_checked, is_finite_number, is_int
 from flwr_vflgan.privacy.config import DPConfig
 
 
@@ -290,12 +289,7 @@ class GSWGANSettings:
                 f"gs_wgan.warmup_iterations must be an integer >= 0, got {self.warmup_iterations!r}"
             )
         weight = self.drift_weight
-        if (
-            isinstance(weight, bool)
-            or not isinstance(weight, int | float)
-            or not math.isfinite(weight)
-            or weight < 0
-        ):
+        if not is_finite_number(weight) or weight < 0:
             raise ValueError(f"gs_wgan.drift_weight must be a finite number >= 0, got {weight!r}")
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,7 +19,6 @@ Three mechanisms, none of which keeps any accounting state (``accounting.py`` do
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,19 +27,15 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, grad_and_value, vmap
 
+from flwr_vflgan.checked import is_finite_number
+
 if TYPE_CHECKING:
     from opacus.optimizers import DPOptimizer
 
 
 def _check_number(name: str, value: object, *, allow_zero: bool) -> None:
     rule = ">= 0" if allow_zero else "> 0"
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-        or (value == 0 and not allow_zero)
-    ):
+    if not is_finite_number(value) or value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{name} must be a finite number {rule}, got {value!r}")
 
 

@@ -9,11 +9,10 @@ discriminator on the server, binary cross-entropy, Adam ``(0.5, 0.9)``, batch 64
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from flwr_vflgan.checked import build_checked, is_int
+from flwr_vflgan.checked import build_checked, is_finite_number, is_int
 
 
 def _positive_ints(name: str, values: tuple[int, ...]) -> None:
@@ -84,12 +83,7 @@ class SeriesModelConfig:
                 f"series.model.generator_basis must be a positive integer or null, got {basis!r}"
             )
         smoothing = self.generator_smoothing
-        if smoothing is not None and (
-            isinstance(smoothing, bool)
-            or not isinstance(smoothing, int | float)
-            or not math.isfinite(smoothing)
-            or smoothing <= 0
-        ):
+        if smoothing is not None and (not is_finite_number(smoothing) or smoothing <= 0):
             raise ValueError(
                 "series.model.generator_smoothing must be a positive number of steps or "
                 f"null, got {smoothing!r}"
