@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 
-from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.config import VFLGANConfig, settings_as_read_now
 from flwr_vflgan.data.encoder import TabularEncoder
 from flwr_vflgan.latent.autoencoder import (
     PartyAutoencoder,
@@ -125,7 +125,9 @@ class LatentDiffusionClient:
                 "autoencoder, which only its checkpoint keeps, and it has no checkpoint "
                 f"directory (node_config '{P.NODE_CHECKPOINT_DIR}')"
             )
-        arrays, _ = load_party_checkpoint(Path(meta.checkpoint_dir), AUTOENCODER_PHASE, meta.config)
+        arrays, _ = load_party_checkpoint(
+            Path(meta.checkpoint_dir), AUTOENCODER_PHASE, meta.config, settings_as_read_now
+        )
         arrays.pop("flat", None)
         model = self._load(meta, data, arrays)
         self._keep(context, meta, model)

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 from flwr.app import ConfigRecord, Context
 
+from flwr_vflgan.config import settings_as_read_now
 from flwr_vflgan.runtime.blocks import StepBlock
 from flwr_vflgan.runtime.checkpoint import load_party_checkpoint
 from flwr_vflgan.runtime.codec import ProtocolError
@@ -140,7 +141,9 @@ def restore_checkpoint(
         No checkpoint for that step, one written under another configuration, or one
         that lacks an array it needs.
     """
-    arrays, opt_steps = load_party_checkpoint(Path(directory), step, config_json)
+    arrays, opt_steps = load_party_checkpoint(
+        Path(directory), step, config_json, settings_as_read_now
+    )
     for key in ("flat", *needs):
         if key not in arrays:
             raise ValueError(f"the checkpoint of step {step} lacks {key!r}")

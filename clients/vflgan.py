@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 
-from flwr_vflgan.config import VFLGANConfig
+from flwr_vflgan.config import VFLGANConfig, settings_as_read_now
 from flwr_vflgan.data.files import domain_sidecar
 from flwr_vflgan.data.series import SeriesEncoder
 from flwr_vflgan.gan.config import GANSettings
@@ -142,7 +142,7 @@ class VFLGANClient:
                     f"checkpoint directory (node_config '{P.NODE_CHECKPOINT_DIR}')"
                 )
             snapshots, opt_steps = load_party_checkpoint(
-                Path(checkpoint_dir), setup.resume_step, config_json
+                Path(checkpoint_dir), setup.resume_step, config_json, settings_as_read_now
             )
             trainer.state.load(snapshots.pop("flat"), opt_steps)
             meta.next_step = setup.resume_step

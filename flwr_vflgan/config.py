@@ -10,6 +10,7 @@ import it, and below the strategies, clients and simulations, which pass it arou
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -382,6 +383,35 @@ class VFLGANConfig:
             gs_wgan=gs_wgan,
             dplt=dplt,
         )
+
+
+SETTINGS_ADDED_SINCE: dict[str, object] = {
+    "series.model.generator_smoothing": None,
+}
+"""Settings added after runs were written whose value here reproduces those runs exactly
+(dotted path in the algorithm configuration: value). A checkpoint or finished run
+written before a listed setting existed is read as if it held that value, so it resumes
+(or is reused) under a version that has the setting. A setting whose default changes what
+old runs did (VT-GAN's ``point_mass_share``) is not listed: its absence is a difference,
+and the run is refused. Adding a setting? List it here when its default is the old
+behaviour."""
+
+
+def settings_as_read_now(config_json: str) -> str:
+    """A configuration written by an earlier version (a checkpoint's, a finished run's
+    ``config.json``) with every setting of :data:`SETTINGS_ADDED_SINCE` it lacks filled in;
+    anything that is not an algorithm configuration (no ``variant``) is returned as is."""
+    data = json.loads(config_json)
+    if not isinstance(data, dict) or "variant" not in data:
+        return config_json
+    for path, value in SETTINGS_ADDED_SINCE.items():
+        *parents, leaf = path.split(".")
+        node: object = data
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf not in node:
+            node[leaf] = value
+    return json.dumps(data, sort_keys=True)
 
 
 def parse_variant(value: str | Variant) -> Variant:

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from flwr_vflgan.config import Variant
+from flwr_vflgan.config import Variant, settings_as_read_now
 from flwr_vflgan.privacy import Mechanism
 from flwr_vflgan.runtime.checkpoint import read_settings
 from flwr_vflgan.runtime.party_data import all_blocks, load_full_table
@@ -183,8 +183,9 @@ def specs(
 
 def _identity(config: dict[str, Any]) -> dict[str, Any]:
     data = {k: v for k, v in config.get("data", {}).items() if k not in ("data_dir", "file")}
-    # A section only other families read (another family's defaults) does not count.
-    algorithm = read_settings(config.get("algorithm"))
+    # A section only other families read (another family's defaults) does not count, nor
+    # does a setting added since the run was written (it takes its default).
+    algorithm = read_settings(json.loads(settings_as_read_now(json.dumps(config.get("algorithm")))))
     return {"algorithm": algorithm, "data": data, "seed": config.get("seed")}
 
 

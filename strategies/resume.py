@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flwr_vflgan.config import settings_as_read_now
 from flwr_vflgan.runtime.checkpoint import latest_server_checkpoint, refuse_other_config
 
 from .exchange import RunStopped
@@ -51,7 +52,7 @@ def load_server_state(
     if found is None:
         return None
     arrays, meta = found
-    refuse_other_config(checkpoint_dir, meta["config"], server_config)
+    refuse_other_config(checkpoint_dir, meta["config"], server_config, settings_as_read_now)
     if key_agreement:
         raise RunStopped(AGREED_SEED_ON_RESUME)
     return arrays, meta

@@ -10,7 +10,7 @@ with a schema version and the configuration it was written under.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -93,14 +93,23 @@ def read_settings(config: object) -> object:
     }
 
 
-def refuse_other_config(where: Path, saved_json: str, current_json: str) -> None:
-    """Raise unless a checkpoint's configuration is this run's.
+def refuse_other_config(
+    where: Path,
+    saved_json: str,
+    current_json: str,
+    read_saved: Callable[[str], str] | None = None,
+) -> None:
+    """Raise unless a checkpoint's configuration is this run's. ``read_saved`` turns the
+    checkpoint's configuration into the form this version writes (settings added since it
+    was written take their defaults: ``flwr_vflgan.config.settings_as_read_now``).
 
     Raises
     ------
     ValueError
         Naming every key that differs (the first five) and what to do.
     """
+    if read_saved is not None:
+        saved_json = read_saved(saved_json)
     differences = config_differences(
         read_settings(json.loads(saved_json)), read_settings(json.loads(current_json))
     )
@@ -142,9 +151,13 @@ def save_party_checkpoint(
 
 
 def load_party_checkpoint(
-    directory: Path, step: int, config_json: str
+    directory: Path,
+    step: int,
+    config_json: str,
+    read_saved: Callable[[str], str] | None = None,
 ) -> tuple[dict[str, np.ndarray], list[int]]:
-    """Arrays and optimizer step counters of the checkpoint for ``step``."""
+    """Arrays and optimizer step counters of the checkpoint for ``step`` (its configuration
+    checked against ``config_json`` by :func:`refuse_other_config`)."""
     path = directory / f"step-{step}.npz"
     if not path.is_file():
         found = sorted(p.name for p in directory.glob("step-*.npz")) if directory.is_dir() else []
@@ -152,7 +165,7 @@ def load_party_checkpoint(
     with np.load(path, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
     meta = _read_meta(arrays, path)
-    refuse_other_config(path, meta["config"], config_json)
+    refuse_other_config(path, meta["config"], config_json, read_saved)
     arrays.pop("__meta__")
     return arrays, [int(s) for s in meta["optimizer_steps"]]
 

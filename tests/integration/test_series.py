@@ -279,6 +279,76 @@ def test_an_interrupted_series_run_resumes_to_the_same_series(tmp_path: Path, av
     assert resumed.best_epoch == reference.best_epoch
 
 
+def _rewrite_saved_configs(directory: Path, change) -> int:
+    """Apply ``change`` to the algorithm configuration stored in every checkpoint under
+    ``directory`` (server's and parties'), as an older version would have written it."""
+    count = 0
+    for path in sorted(directory.rglob("*.npz")):
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        meta = json.loads(bytes(arrays["__meta__"]).decode())
+        saved = json.loads(meta["config"])
+        change(saved)
+        meta["config"] = json.dumps(saved, sort_keys=True)
+        encoded = json.dumps(meta, sort_keys=True).encode()
+        arrays["__meta__"] = np.frombuffer(encoded, dtype=np.uint8)
+        np.savez(path, **arrays)
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize("saved", ["absent", 2.0])
+def test_a_checkpoint_from_before_generator_smoothing_resumes(tmp_path: Path, saved):
+    """Checkpoints written before ``series.model.generator_smoothing`` existed (no key, on
+    the server and at both parties) resume under this version to the series of an
+    uninterrupted run; checkpoints written with a filter are refused, naming it."""
+    import dataclasses
+
+    from interrupt import Interrupt, stop_in_epoch
+
+    from flwr_vflgan.series.report import SeriesSelection
+
+    base = _config()
+    train = dataclasses.replace(
+        base.train, epochs=3, max_steps=None, batch_size=512, eval_every=1, eval_rows=64
+    )
+    config = dataclasses.replace(base, train=train)
+    selection = SeriesSelection(load_series("sine6", 2))
+
+    def run(**kwargs):
+        nodes = [{P.NODE_PARTITION_ID: i, P.NODE_SHARED_SEED: SHARED_SEED} for i in range(2)]
+        strategy = VFLGANStrategy(
+            config,
+            n_parties=2,
+            seed=SERVER_SEED,
+            data_spec=DataSpec(source="sine6", n_parties=2),
+            publish_rows=ROWS,
+            evaluate_fn=selection,
+            **kwargs,
+        )
+        return strategy.start(InProcessGrid(make_client_app(), nodes))
+
+    ckpt = tmp_path / "ckpt"
+    with pytest.raises(Interrupt):
+        run(checkpoint_dir=ckpt, party_checkpoint_root=ckpt, progress=stop_in_epoch(2))
+
+    def older(algorithm: dict) -> None:
+        model = algorithm["series"]["model"]
+        if saved == "absent":
+            del model["generator_smoothing"]
+        else:
+            model["generator_smoothing"] = saved
+
+    assert _rewrite_saved_configs(ckpt, older) >= 3  # the server's and both parties'
+    if saved != "absent":
+        with pytest.raises(ValueError, match=r"generator_smoothing: 2\.0 in the checkpoint"):
+            run(checkpoint_dir=ckpt, party_checkpoint_root=ckpt)
+        return
+    resumed = run(checkpoint_dir=ckpt, party_checkpoint_root=ckpt)
+    assert resumed.resumed_from_step == 8
+    pd.testing.assert_frame_equal(resumed.synthetic, run().synthetic)
+
+
 def test_a_users_long_format_file_trains_and_publishes_in_its_own_units(tmp_path: Path):
     """Two channels of very different scales, split by name; each party scales its own
     channels, so the published series are back in the file's units."""

@@ -491,3 +491,24 @@ def test_vdgan_pate_rows_are_a_dp_mechanism_of_their_own() -> None:
     text, table = family_of("vflgan").reproduction().write(rows, rc)
     assert set(table["adult_thesis"]) == {"vdgan@dp1-pate"}
     assert "DP rows: VDGAN-PATE" in text and "`noisy_votes`" in text
+
+
+@pytest.mark.parametrize(("saved_smoothing", "reused"), [("absent", True), (3.0, False)])
+def test_a_run_finished_before_generator_smoothing_existed_is_reused(
+    tmp_path: Path, saved_smoothing: object, reused: bool
+) -> None:
+    """A VFLGAN-TS run finished before ``series.model.generator_smoothing`` existed (no
+    key) is this run without the filter; one saved with a filter is another run."""
+    spec = _spec(tmp_path, "vflgan_ts", 0, dataset="sine6")
+    assert spec.algorithm.series.model.generator_smoothing is None
+    spec.run_dir.mkdir(parents=True)
+    saved = json.loads(json.dumps(spec.algorithm.to_dict()))
+    if saved_smoothing == "absent":
+        del saved["series"]["model"]["generator_smoothing"]
+    else:
+        saved["series"]["model"]["generator_smoothing"] = saved_smoothing
+    config = {"algorithm": saved, "data": json.loads(spec.data.to_json()), "seed": 0}
+    (spec.run_dir / "config.json").write_text(json.dumps(config))
+    (spec.run_dir / "synthetic.csv").write_text("a\n1\n")
+    (spec.run_dir / "metrics.json").write_text(json.dumps({"seed": 0}))
+    assert (finished_metrics(spec) is not None) is reused

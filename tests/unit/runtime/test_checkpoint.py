@@ -110,6 +110,46 @@ def test_vtgans_new_default_blocks_only_its_own_resumes(tmp_path):
             refuse_other_config(tmp_path, config(variant, vtgan_before), config(variant, vtgan_now))
 
 
+def test_a_setting_added_with_the_old_behaviour_as_default_does_not_block_a_resume(tmp_path):
+    """A checkpoint written before ``series.model.generator_smoothing`` existed is read as
+    one without the filter (the setting's default), so it resumes; one written with a
+    filter, or an unlisted new setting (VT-GAN's ``point_mass_share``), is still refused."""
+    from flwr_vflgan.config import (
+        SETTINGS_ADDED_SINCE,
+        Variant,
+        VFLGANConfig,
+        settings_as_read_now,
+    )
+    from flwr_vflgan.runtime.checkpoint import refuse_other_config
+
+    assert SETTINGS_ADDED_SINCE == {"series.model.generator_smoothing": None}
+    now = VFLGANConfig(variant=Variant.VFLGAN_TS).to_dict()
+    current = json.dumps(now, sort_keys=True)
+    before = json.loads(current)
+    del before["series"]["model"]["generator_smoothing"]
+    refuse_other_config(tmp_path, json.dumps(before), current, settings_as_read_now)
+    with pytest.raises(ValueError, match=r"generator_smoothing: absent in the checkpoint, None"):
+        refuse_other_config(tmp_path, json.dumps(before), current)  # without the reading
+    smoothed = json.loads(current)
+    smoothed["series"]["model"]["generator_smoothing"] = 3.0
+    with pytest.raises(ValueError, match=r"generator_smoothing: 3\.0 in the checkpoint, None now"):
+        refuse_other_config(tmp_path, json.dumps(smoothed), current, settings_as_read_now)
+    old_vtgan = json.loads(json.dumps(VFLGANConfig(variant=Variant.VTGAN).to_dict()))
+    del old_vtgan["vtgan"]["point_mass_share"]
+    with pytest.raises(ValueError, match=r"vtgan\.point_mass_share: absent in the checkpoint"):
+        refuse_other_config(
+            tmp_path,
+            json.dumps(old_vtgan),
+            json.dumps(VFLGANConfig(variant=Variant.VTGAN).to_dict()),
+            settings_as_read_now,
+        )
+    # Not an algorithm configuration (GAFM's run identity), or one that lacks the section:
+    # read as written.
+    assert settings_as_read_now('{"method": "gafm", "seed": 1}') == '{"method": "gafm", "seed": 1}'
+    no_series = json.dumps({"variant": "vflgan"})
+    assert json.loads(settings_as_read_now(no_series)) == {"variant": "vflgan"}
+
+
 def test_missing_party_step_names_what_was_found(tmp_path):
     for step in (3, 5):
         save_party_checkpoint(tmp_path, step, _flat(step), [step, step], {}, CONFIG)
