@@ -231,14 +231,10 @@ def test_basic_motions_under_dp_names_the_parties_fitted_scaling_as_not_covered(
     assert 0 <= metrics["series"]["real_cross_party_amplitude_correlation"] <= 1
 
 
-@pytest.mark.parametrize("average", [None, 1.0])
-def test_an_interrupted_series_run_resumes_to_the_same_series(tmp_path: Path, average):
-    """Checkpoints go through VFLGAN's machinery: the parties' series models and Adam
-    moments (and the generators' average), the server's shared discriminator and the
-    evaluations."""
+def _three_epoch_runs(average: float | None = None):
+    """A function running a 3-epoch sine6 job (evaluated every epoch) on the in-process
+    grid, with the strategy's keyword arguments (checkpoints, progress) it is given."""
     import dataclasses
-
-    from interrupt import Interrupt, stop_in_epoch
 
     from flwr_vflgan.series.report import SeriesSelection
 
@@ -267,6 +263,18 @@ def test_an_interrupted_series_run_resumes_to_the_same_series(tmp_path: Path, av
             **kwargs,
         )
         return strategy.start(InProcessGrid(make_client_app(), nodes))
+
+    return run
+
+
+@pytest.mark.parametrize("average", [None, 1.0])
+def test_an_interrupted_series_run_resumes_to_the_same_series(tmp_path: Path, average):
+    """Checkpoints go through VFLGAN's machinery: the parties' series models and Adam
+    moments (and the generators' average), the server's shared discriminator and the
+    evaluations."""
+    from interrupt import Interrupt, stop_in_epoch
+
+    run = _three_epoch_runs(average)
 
     reference = run()
     ckpt = tmp_path / "ckpt"
@@ -302,32 +310,9 @@ def test_a_checkpoint_from_before_generator_smoothing_resumes(tmp_path: Path, sa
     """Checkpoints written before ``series.model.generator_smoothing`` existed (no key, on
     the server and at both parties) resume under this version to the series of an
     uninterrupted run; checkpoints written with a filter are refused, naming it."""
-    import dataclasses
-
     from interrupt import Interrupt, stop_in_epoch
 
-    from flwr_vflgan.series.report import SeriesSelection
-
-    base = _config()
-    train = dataclasses.replace(
-        base.train, epochs=3, max_steps=None, batch_size=512, eval_every=1, eval_rows=64
-    )
-    config = dataclasses.replace(base, train=train)
-    selection = SeriesSelection(load_series("sine6", 2))
-
-    def run(**kwargs):
-        nodes = [{P.NODE_PARTITION_ID: i, P.NODE_SHARED_SEED: SHARED_SEED} for i in range(2)]
-        strategy = VFLGANStrategy(
-            config,
-            n_parties=2,
-            seed=SERVER_SEED,
-            data_spec=DataSpec(source="sine6", n_parties=2),
-            publish_rows=ROWS,
-            evaluate_fn=selection,
-            **kwargs,
-        )
-        return strategy.start(InProcessGrid(make_client_app(), nodes))
-
+    run = _three_epoch_runs()
     ckpt = tmp_path / "ckpt"
     with pytest.raises(Interrupt):
         run(checkpoint_dir=ckpt, party_checkpoint_root=ckpt, progress=stop_in_epoch(2))
