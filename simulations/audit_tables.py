@@ -33,21 +33,8 @@ from flwr_vflgan.simulations.baseline_audit import NAMES, PAPER_HOUSING, run_bas
 from flwr_vflgan.simulations.cli import run_hydra_main
 from flwr_vflgan.simulations.config import RunSpec, to_run_spec
 from flwr_vflgan.simulations.outputs import write_json
-from flwr_vflgan.simulations.shadow_audit import run_shadow_audit
+from flwr_vflgan.simulations.shadow_audit import PAPER_TABLE_2, PAPER_TABLE_4, run_shadow_audit
 
-PAPER_TABLE_2 = {
-    "none": ("0.65 (0.09)", "0.59 (0.05)", "0.58 (0.10)", "0.55 (0.11)"),
-    "10": ("0.46 (0.06)", "0.47 (0.13)", "0.51 (0.12)", "0.44 (0.10)"),
-    "5": ("0.50 (0.09)", "0.49 (0.10)", "0.50 (0.08)", "0.48 (0.11)"),
-}
-"""Paper 000, Table 2, Adult: accuracy (std) for Record 1 naive, correlation, Record 2
-naive, correlation; rows without DP and at epsilon 10 and 5."""
-PAPER_TABLE_4 = {
-    "none": ("0.49 (0.12)", "0.58 (0.09)", "0.53 (0.09)", "0.55 (0.12)"),
-    "10": ("0.49 (0.14)", "0.50 (0.08)", "0.54 (0.11)", "0.48 (0.12)"),
-    "5": ("0.49 (0.03)", "0.50 (0.12)", "0.54 (0.09)", "0.51 (0.10)"),
-}
-"""Paper 000, Table 4, Adult: the same layout for ASIF."""
 RECORDS = ("distance", "outliers")
 """Record 1 and Record 2 of Tables 2 and 4 (Appendix A.7)."""
 
