@@ -386,6 +386,7 @@ class VFLGANConfig:
 
 
 SETTINGS_ADDED_SINCE: dict[str, object] = {
+    "series.train.loss": "bce",  # VFLGAN-TS trained with cross-entropy before WGAN-GP was an option
     "series.model.generator_smoothing": None,
 }
 """Settings added after runs were written whose value here reproduces those runs exactly

@@ -85,7 +85,7 @@ class AuditConfig:
         Record 2) or a row position in the table trained on.
     feature_maps
         ASSD: Stadler et al.'s feature sets the adversary reads, each its own result:
-        ``naive``, ``correlation``, ``histogram``.
+        ``naive``, ``correlation``, ``histogram``, ``range`` (the numeric columns' extremes).
     repetitions
         ASSD: fresh splits of the shadow tables into the forest's training and test sets.
         thesis_mia: fresh draws of the targets per share.

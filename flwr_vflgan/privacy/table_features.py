@@ -4,6 +4,7 @@ table: one vector per table, the input of a shadow-model membership adversary (p
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import numpy as np
@@ -19,9 +20,11 @@ from flwr_vflgan.metrics.tables import (
 
 __all__ = ["FEATURE_MAPS", "TableFeatures"]
 
-FeatureMap = Literal["naive", "correlation", "histogram"]
-FEATURE_MAPS: tuple[FeatureMap, ...] = ("naive", "correlation", "histogram")
-"""Stadler et al.'s feature sets; paper 000 reports ``naive`` and ``correlation``."""
+FeatureMap = Literal["naive", "correlation", "histogram", "range"]
+FEATURE_MAPS: tuple[FeatureMap, ...] = ("naive", "correlation", "histogram", "range")
+"""Stadler et al.'s feature sets (paper 000 reports ``naive`` and ``correlation``) and
+``range``, the numeric columns' extremes: where an encoder that takes its range from the
+training rows (min-max scaling) shows whether an outlier was among them."""
 
 
 class TableFeatures:
@@ -35,6 +38,9 @@ class TableFeatures:
     column correlates 0). ``histogram``: per numeric column the share of rows in each of
     ``bins`` equal bins over the reference's range (values outside fall in the end
     bins), per categorical column the share of each reference category and of any other.
+    ``range`` (not Stadler et al.'s): per numeric column its smallest and largest value,
+    which none of their maps reads (the histogram's end bins take in everything beyond
+    the reference's range).
 
     Parameters
     ----------
@@ -74,9 +80,11 @@ class TableFeatures:
         missing = [c for c in self.schema.names if c not in table.columns]
         if missing:
             raise ValueError(f"the synthetic table lacks columns {missing}")
-        features = {"naive": self._naive, "correlation": self._correlation}.get(
-            self.kind, self._histogram
-        )(table)
+        features = {
+            "naive": self._naive,
+            "correlation": self._correlation,
+            "range": self._range,
+        }.get(self.kind, self._histogram)(table)
         return np.nan_to_num(features, nan=0.0, posinf=0.0, neginf=0.0)
 
     def _naive(self, table: pd.DataFrame) -> np.ndarray:
@@ -92,6 +100,14 @@ class TableFeatures:
             rare = np.lexsort([codes, counts.to_numpy()])
             out += [float(len(counts)), float(codes[order[0]]), float(codes[rare[0]])]
         return np.asarray(out, dtype=np.float64)
+
+    def _range(self, table: pd.DataFrame) -> np.ndarray:
+        values = table[self.numeric].to_numpy(dtype=np.float64)
+        if not len(values):
+            return np.zeros(2 * len(self.numeric))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-missing column: NaN, then 0
+            return np.column_stack([np.nanmin(values, axis=0), np.nanmax(values, axis=0)]).ravel()
 
     def _correlation(self, table: pd.DataFrame) -> np.ndarray:
         design = np.nan_to_num(self.encoder.transform(table[self.schema.names]))

@@ -100,6 +100,24 @@ def test_naive_features_by_hand():
     assert features(table) == pytest.approx([3.0, 2.0, 14 / 3, 2.0, 1.0, 2.0])
 
 
+def test_range_features_by_hand_see_what_the_histogram_folds_into_its_end_bin():
+    """The oldest age is the whole difference between two tables: the range map reads
+    it, the histogram (whose last bin takes everything past the reference) does not."""
+    reference = pd.DataFrame({"x": [0.0, 10.0], "y": [5.0, 6.0], "c": ["a", "b"]})
+    schema = schema_of(x=N, y=N, c=C)
+    without = pd.DataFrame({"x": [1.0, 9.0, 10.0], "y": [5.0, np.nan, 6.0], "c": ["a"] * 3})
+    with_outlier = without.assign(x=[1.0, 9.0, 14.0])
+    ranges = TableFeatures("range", reference, schema)
+    assert ranges(without).tolist() == [1.0, 10.0, 5.0, 6.0]  # x min, max; y min, max
+    assert ranges(with_outlier).tolist() == [1.0, 14.0, 5.0, 6.0]
+    histogram = TableFeatures("histogram", reference, schema, bins=2)
+    np.testing.assert_array_equal(histogram(without), histogram(with_outlier))
+    # A column with no value at all maps to 0 (as every map's NaN does), without a warning.
+    empty = without.assign(y=np.nan)
+    assert ranges(empty).tolist() == [1.0, 10.0, 0.0, 0.0]
+    assert ranges(without.iloc[:0]).tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
 def test_histogram_and_correlation_features_by_hand():
     reference = pd.DataFrame({"x": [0.0, 10.0], "c": ["a", "b"]})
     schema = schema_of(x=N, c=C)

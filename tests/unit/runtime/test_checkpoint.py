@@ -122,11 +122,15 @@ def test_a_setting_added_with_the_old_behaviour_as_default_does_not_block_a_resu
     )
     from flwr_vflgan.runtime.checkpoint import refuse_other_config
 
-    assert SETTINGS_ADDED_SINCE == {"series.model.generator_smoothing": None}
+    assert SETTINGS_ADDED_SINCE == {
+        "series.train.loss": "bce",
+        "series.model.generator_smoothing": None,
+    }
     now = VFLGANConfig(variant=Variant.VFLGAN_TS).to_dict()
     current = json.dumps(now, sort_keys=True)
     before = json.loads(current)
     del before["series"]["model"]["generator_smoothing"]
+    del before["series"]["train"]["loss"]  # written before either setting existed
     refuse_other_config(tmp_path, json.dumps(before), current, settings_as_read_now)
     with pytest.raises(ValueError, match=r"generator_smoothing: absent in the checkpoint, None"):
         refuse_other_config(tmp_path, json.dumps(before), current)  # without the reading
