@@ -82,7 +82,9 @@ def paper_row(summary: dict[str, Any]) -> str:
     claimed, dp = summary["claimed_epsilon"], summary["dp"]
     if dp == "none":
         key, setting = "none", "non-DP VFLGAN"
-    elif dp == "vflgan_gaussian" and claimed is not None and round(claimed) in (10, 5):
+    elif dp == "vflgan_gaussian" and any(
+        claimed is not None and abs(claimed - e) < 0.01 for e in (10, 5)
+    ):
         key, setting = str(round(claimed)), f"DP-VFLGAN at epsilon {round(claimed)}"
     else:
         key, setting = "none", f"non-DP VFLGAN; it has no row for dp={dp} at this epsilon"
