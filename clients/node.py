@@ -53,6 +53,9 @@ from flwr.supercore.inflatable.inflatable_object import (
     no_object_id_recompute,
 )
 from flwr.supercore.inflatable.inflatable_utils import (
+    ObjectPullError,
+    ObjectPushError,
+    ObjectUnavailableError,
     pull_and_inflate_object_from_tree,
     push_object_contents_from_iterable,
 )
@@ -66,6 +69,9 @@ log = logging.getLogger(__name__)
 FLWR_INTERNALS = {
     "flwr.supernode.fleet_http_connection": ("http_request_response",),
     "flwr.supercore.inflatable.inflatable_utils": (
+        "ObjectPullError",
+        "ObjectPushError",
+        "ObjectUnavailableError",
         "pull_and_inflate_object_from_tree",
         "push_object_contents_from_iterable",
     ),
@@ -264,7 +270,8 @@ class PartyNode:
             context = self._context(node_id, run_id, get_run, get_fab)
             reply = self._handle(message, context)
             handled = time.monotonic()
-            _push_reply(reply, send, partial(push_object, run_id), handled - pulled)
+            push = _checked_push(partial(push_object, run_id), partial(pull_object, run_id))
+            _push_reply(reply, send, push, handled - pulled)
         except RunNotRunningException:
             log.info("run %s is no longer running; its message is dropped", run_id)
             self._contexts.pop(run_id, None)
@@ -370,6 +377,44 @@ def _push_reply(
             partial(push_object, session),
             max_concurrent_pushes=OBJECT_TRANSFERS,
         )
+
+
+def _checked_push(
+    push_object: Callable[[str, str, bytes], None], pull_object: Callable[[str], bytes]
+) -> Callable[[str, str, bytes], None]:
+    """``push_object`` that asks the SuperLink again when it refuses an object.
+
+    The SuperLink refuses (``ObjectPushError``) an object it no longer waits for. Besides
+    an expired push session, that is the answer to a request Flower's connection retried
+    after the first attempt had stored the object (its answer was lost), or to an object
+    of a reply the server has already read in full. Only an object the SuperLink still
+    lists as missing makes the reply incomplete: that error is raised; the others are
+    logged on one line.
+    """
+
+    def push(session: str, object_id: str, content: bytes) -> None:
+        try:
+            push_object(session, object_id, content)
+            return
+        except ObjectPushError as exc:
+            refused = exc
+        try:
+            stored = pull_object(object_id)
+        except ObjectUnavailableError:
+            raise refused from None  # still missing: the reply cannot be read
+        except ObjectPullError:
+            log.warning(
+                "the SuperLink refused object %s of a reply and no longer holds it: the server "
+                "has read the reply, or dropped it with an expired push session (then its "
+                "exchange times out and the party rejoins)",
+                object_id,
+            )
+            return
+        if stored != content:
+            raise refused
+        log.info("object %s of a reply was already stored (a retried request)", object_id)
+
+    return push
 
 
 def _read(path: str) -> bytes:
