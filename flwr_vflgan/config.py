@@ -153,6 +153,13 @@ class VFLGANConfig:
 
     def _check_generator_options(self) -> None:
         """Refuse the generator options of ``flwr_vflgan.gan`` for a family that ignores them."""
+        schedule_families = (Variant.VFLGAN, Variant.VFLGAN_BASE, Variant.WGAN_GP)
+        if self.train.generator_steps != 1 and self.variant not in schedule_families:
+            raise ValueError(
+                f"train.generator_steps={self.train.generator_steps}: several generator steps "
+                f"per n_critic discriminator steps are built for vflgan, vflgan_base and "
+                f"wgan_gp; {self.variant.value} takes one: remove it"
+            )
         if self.train.generator_average is not None and not (
             self.is_vflgan_family or self.is_series
         ):
@@ -386,6 +393,7 @@ class VFLGANConfig:
 
 
 SETTINGS_ADDED_SINCE: dict[str, object] = {
+    "train.generator_steps": 1,  # one generator step per n_critic steps before it was a setting
     "series.train.loss": "bce",  # VFLGAN-TS trained with cross-entropy before WGAN-GP was an option
     "series.model.generator_smoothing": None,
 }

@@ -136,6 +136,11 @@ class TrainConfig:
         the same rows at every party (a pseudorandom generator they share).
     n_critic
         ``T_d``: discriminator steps before each generator step.
+    generator_steps
+        Generator steps after each ``n_critic`` discriminator steps (1: Algorithm 1). A
+        generator step reads no real row, so under DP the extra steps cost no privacy:
+        the budget is spent on discriminator steps only. The schedule families read it
+        (vflgan, vflgan_base, wgan_gp); the others refuse a value other than 1.
     lr, betas
         Adam settings for every generator and discriminator.
     generator_lr
@@ -187,6 +192,7 @@ class TrainConfig:
     min_steps: int | None = None
     batch_size: int = 64
     n_critic: int = 5
+    generator_steps: int = 1
     lr: float = 5e-4
     betas: tuple[float, float] = (0.5, 0.999)
     generator_lr: float | None = None
@@ -217,7 +223,7 @@ class TrainConfig:
             raise ValueError(
                 "train.epochs=null (an automatic length) needs train.min_steps; set one of them"
             )
-        for name in ("epochs", "batch_size", "n_critic", "steps_per_exchange"):
+        for name in ("epochs", "batch_size", "n_critic", "generator_steps", "steps_per_exchange"):
             value = getattr(self, name)
             if name == "epochs" and value is None:
                 continue

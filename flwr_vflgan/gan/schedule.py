@@ -2,9 +2,10 @@
 
 One *step* is one discriminator update or one generator update, and costs one exchange
 in the federated protocol. An epoch holds ``S = n_rows // batch_size`` discriminator
-steps; after every ``n_critic``-th discriminator step of an epoch comes one generator
-step, so an epoch is ``S + S // n_critic`` steps. Both the server and every party derive
-the kind of step ``t`` from ``t`` alone, which lets a party reject an out-of-order message.
+steps; after every ``n_critic``-th discriminator step of an epoch come ``g``
+(``generator_steps``, 1 in Algorithm 1) generator steps, so an epoch is
+``S + g (S // n_critic)`` steps. Both the server and every party derive the kind of step
+``t`` from ``t`` alone, which lets a party reject an out-of-order message.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class JobLength(Protocol):
     def batch_size(self) -> int: ...
     @property
     def n_critic(self) -> int: ...
+    @property
+    def generator_steps(self) -> int: ...
     @property
     def epochs(self) -> int | None: ...
     @property
@@ -79,6 +82,7 @@ class Schedule:
     n_critic: int
     epochs: int
     max_steps: int | None = None
+    generator_steps: int = 1
 
     def __post_init__(self) -> None:
         if self.batch_size > self.n_rows:
@@ -89,6 +93,8 @@ class Schedule:
             raise ValueError(
                 f"n_critic and epochs must be positive, got {self.n_critic}, {self.epochs}"
             )
+        if self.generator_steps <= 0:
+            raise ValueError(f"generator_steps must be positive, got {self.generator_steps}")
         if self.d_steps_per_epoch < self.n_critic:
             # Otherwise an epoch would end before its first generator step and the
             # generator would never be trained.
@@ -101,9 +107,11 @@ class Schedule:
     @classmethod
     def of(cls, n_rows: int, train: JobLength) -> Schedule:
         """The schedule of ``n_rows`` training rows under ``train``: its batch size,
-        ``n_critic``, ``max_steps`` and ``epochs`` (automatic ones resolved by
-        :func:`epochs_for`)."""
-        base = cls(n_rows, train.batch_size, train.n_critic, 1, train.max_steps)
+        ``n_critic``, ``generator_steps``, ``max_steps`` and ``epochs`` (automatic ones
+        resolved by :func:`epochs_for`)."""
+        base = cls(
+            n_rows, train.batch_size, train.n_critic, 1, train.max_steps, train.generator_steps
+        )
         return replace(base, epochs=epochs_for(train, base.steps_per_epoch))
 
     @property
@@ -114,8 +122,17 @@ class Schedule:
     @property
     def steps_per_epoch(self) -> int:
         """Discriminator plus generator steps per epoch."""
-        s = self.d_steps_per_epoch
-        return s + s // self.n_critic
+        return self.d_steps_per_epoch + self._cycles * self.generator_steps
+
+    @property
+    def _cycles(self) -> int:
+        """Groups of ``n_critic`` discriminator and ``generator_steps`` generator steps
+        that open an epoch (its last ``S mod n_critic`` discriminator steps follow them)."""
+        return self.d_steps_per_epoch // self.n_critic
+
+    @property
+    def _cycle(self) -> int:
+        return self.n_critic + self.generator_steps
 
     @property
     def total_steps(self) -> int:
@@ -128,11 +145,7 @@ class Schedule:
         if step < 0:
             raise ValueError(f"step must be >= 0, got {step}")
         within = step % self.steps_per_epoch
-        cycle = self.n_critic + 1
-        if (
-            within < (self.d_steps_per_epoch // self.n_critic) * cycle
-            and within % cycle == self.n_critic
-        ):
+        if within < self._cycles * self._cycle and within % self._cycle >= self.n_critic:
             return StepKind.GENERATOR
         return StepKind.DISCRIMINATOR
 
@@ -176,9 +189,9 @@ class Schedule:
         if step < 0:
             raise ValueError(f"step must be >= 0, got {step}")
         epochs, within = divmod(step, self.steps_per_epoch)
-        cycle = self.n_critic + 1
-        generator_region = (self.d_steps_per_epoch // self.n_critic) * cycle
-        return epochs * self.d_steps_per_epoch + within - min(within, generator_region) // cycle
+        cycles, rest = divmod(min(within, self._cycles * self._cycle), self._cycle)
+        g_steps = cycles * self.generator_steps + max(0, rest - self.n_critic)
+        return epochs * self.d_steps_per_epoch + within - g_steps
 
     def discriminator_steps(self, count: int) -> Iterator[int]:
         """The first ``count`` discriminator steps' numbers, in order (fewer if the

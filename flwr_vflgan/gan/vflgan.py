@@ -81,7 +81,7 @@ def generator_average(
     ``None``."""
     if train.generator_average is None:
         return None
-    g_steps_per_epoch = (n_rows // train.batch_size) // train.n_critic
+    g_steps_per_epoch = (n_rows // train.batch_size) // train.n_critic * train.generator_steps
     decay = ParameterAverage.decay_for(train.generator_average, g_steps_per_epoch)
     return ParameterAverage(generator, decay)
 

@@ -292,3 +292,34 @@ def test_mode_specific_normalisation_trains_in_ctgans_encoding_and_measures_fd_i
     for column in ("age", "hours-per-week", "capital-gain"):
         assert table[column].between(real[column].min(), real[column].max()).all()
         assert (table[column] == table[column].round()).all()
+
+
+def test_several_generator_steps_per_critic_cycle_on_the_grid_match_the_local_loop(
+    adult_small: Path,
+) -> None:
+    """train.generator_steps=3 with n_critic 1 and K = 4: the parties and the server derive
+    the same step kinds (each refuses an unexpected one), the generators take three steps
+    per discriminator step, and the Flower path does the local loop's math."""
+    from flwr_vflgan.gan.exchanges import LocalVFLGAN
+    from flwr_vflgan.gan.schedule import Schedule, StepKind
+    from flwr_vflgan.gan.vflgan import ServerTrainer
+
+    spec = DataSpec(source=str(adult_small), n_parties=2)
+    train = {"epochs": 1, "eval_every": 0, "n_critic": 1, "generator_steps": 3}
+    config = VFLGANConfig.from_dict({"train": {**train, "steps_per_exchange": 4}})
+    blocks = all_blocks(spec)
+    grid = _grid(2)
+    result = VFLGANStrategy(config, n_parties=2, seed=5, data_spec=spec).start(grid)
+    schedule = Schedule.of(len(blocks[0].frame), config.train)
+    kinds = "".join(schedule.kind(t).value for t in range(schedule.total_steps))
+    assert kinds == "dggg" * 10 and result.steps == 40
+    assert schedule.steps_before(40, StepKind.GENERATOR) == 30
+    parties = [
+        PartyTrainer(config, b.encoder.spans, b.encoded, SHARED, i) for i, b in enumerate(blocks)
+    ]
+    local = LocalVFLGAN(parties, ServerTrainer(config, 2, 5), schedule, 4)
+    for block in local.blocks():
+        local.run_block(block)
+    for index, node in enumerate(sorted(grid.get_node_ids())):
+        saved = np.frombuffer(grid.context(node).state["vflgan.flat"]["float32"], dtype=np.float32)
+        np.testing.assert_array_equal(saved, parties[index].state.to_numpy())

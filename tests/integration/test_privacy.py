@@ -411,3 +411,17 @@ def test_batch_masking_sends_b_hat_rows_and_accounts_against_the_parties(
     assert blocked.privacy == result.privacy
     plain = _run(spec, _config(GAUSSIAN, epochs=1, eval_every=0))
     assert all(p["against_parties"]["masked"] is False for p in plain.privacy)
+
+
+def test_extra_generator_steps_cost_no_privacy(adult_small: Path) -> None:
+    """dp=end_to_end with three generator steps per discriminator step: the same 20
+    discriminator steps, the same noise and the same epsilon as one generator step, over
+    twice the steps of training."""
+    spec = _public(adult_small)
+    one = _run(spec, _config(END_TO_END, n_critic=1))
+    three = _run(spec, _config(END_TO_END, n_critic=1, generator_steps=3))
+    assert one.steps == 40 and three.steps == 80
+    for a, b in zip(one.privacy, three.privacy, strict=True):
+        assert b["steps"] == a["steps"] == 20
+        assert b["noise_multiplier"] == a["noise_multiplier"]
+        assert b["epsilon"] == pytest.approx(a["epsilon"])

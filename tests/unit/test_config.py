@@ -245,6 +245,20 @@ def test_generator_average_is_the_vflgan_familys(variant):
     assert config.train.generator_average == 1.0
 
 
+@pytest.mark.parametrize(
+    "variant", ["vtgan", "ctgan", "gafm", "vflgan_ts", "vdgan", "vertigan", "gs_wgan"]
+)
+def test_several_generator_steps_are_the_schedule_familys(variant):
+    with pytest.raises(ValueError, match=rf"train.generator_steps=3: .*{variant} takes one"):
+        VFLGANConfig.from_dict({"variant": variant, "train": {"generator_steps": 3}})
+
+
+@pytest.mark.parametrize("variant", ["vflgan", "vflgan_base", "wgan_gp"])
+def test_several_generator_steps_are_accepted_where_the_schedule_runs_them(variant):
+    config = VFLGANConfig.from_dict({"variant": variant, "train": {"generator_steps": 3}})
+    assert config.train.generator_steps == 3 and TrainConfig().generator_steps == 1
+
+
 @pytest.mark.parametrize("variant", ["vtgan", "ctgan", "gafm", "vflgan_ts"])
 def test_generator_lr_is_the_gan_familys(variant):
     with pytest.raises(ValueError, match=rf"{variant} does not use it: remove it"):

@@ -251,3 +251,52 @@ def test_min_steps_must_be_a_positive_integer(value):
         ValueError, match=rf"min_steps must be a positive integer or null, got {value}"
     ):
         TrainConfig(min_steps=value)
+
+
+@pytest.mark.parametrize(
+    ("n_critic", "generator_steps", "pattern"),
+    [
+        (1, 3, "dgggdgggdgggdgggdggg"),  # S = 5: five cycles of one D and three G steps
+        (2, 2, "ddggddggd"),  # two cycles, then the fifth D step alone
+        (5, 4, "dddddgggg"),
+        (1, 1, "dgdgdgdgdg"),  # Algorithm 1
+    ],
+)
+def test_several_generator_steps_after_each_critic_cycle(n_critic, generator_steps, pattern):
+    s = Schedule(
+        n_rows=50, batch_size=10, n_critic=n_critic, epochs=2, generator_steps=generator_steps
+    )
+    assert s.steps_per_epoch == len(pattern)
+    assert _kinds(s, 2 * len(pattern)) == pattern * 2
+    assert s.d_steps_per_epoch == 5 == pattern.count("d")
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "batch_size", "n_critic", "generator_steps", "max_steps"),
+    [(1000, 64, 1, 3, None), (100, 10, 3, 2, 17), (70, 10, 5, 7, None), (1000, 16, 2, 5, 101)],
+)
+def test_discriminator_steps_are_counted_whatever_the_generator_steps(
+    n_rows, batch_size, n_critic, generator_steps, max_steps
+):
+    """The accountant charges ``d_steps_before``: it must equal the discriminator steps
+    the kinds say, with any number of generator steps between them."""
+    s = Schedule(n_rows, batch_size, n_critic, 3, max_steps, generator_steps)
+    count = 0
+    for step in range(s.total_steps):
+        assert s.d_steps_before(step) == count
+        assert s.steps_before(step, StepKind.GENERATOR) == step - count
+        count += s.kind(step) is StepKind.DISCRIMINATOR
+    assert s.d_steps_before(s.total_steps) == count
+    plain = Schedule(n_rows, batch_size, n_critic, 3, None)
+    if max_steps is None:  # the same discriminator steps as one generator step each
+        assert count == plain.d_steps_before(plain.total_steps)
+
+
+def test_generator_steps_come_from_the_training_settings():
+    train = TrainConfig(epochs=2, batch_size=10, n_critic=1, generator_steps=3)
+    s = Schedule.of(50, train)
+    assert s.generator_steps == 3 and s.steps_per_epoch == 20
+    with pytest.raises(ValueError, match=r"generator_steps must be a positive integer, got 0"):
+        TrainConfig(epochs=2, generator_steps=0)
+    with pytest.raises(ValueError, match=r"generator_steps must be positive, got 0"):
+        Schedule(50, 10, 1, 1, None, 0)

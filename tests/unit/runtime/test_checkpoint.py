@@ -123,6 +123,7 @@ def test_a_setting_added_with_the_old_behaviour_as_default_does_not_block_a_resu
     from flwr_vflgan.runtime.checkpoint import refuse_other_config
 
     assert SETTINGS_ADDED_SINCE == {
+        "train.generator_steps": 1,
         "series.train.loss": "bce",
         "series.model.generator_smoothing": None,
     }
@@ -147,6 +148,15 @@ def test_a_setting_added_with_the_old_behaviour_as_default_does_not_block_a_resu
             json.dumps(VFLGANConfig(variant=Variant.VTGAN).to_dict()),
             settings_as_read_now,
         )
+    # A VFLGAN checkpoint from before train.generator_steps: one generator step a cycle.
+    vflgan_now = json.dumps(VFLGANConfig().to_dict(), sort_keys=True)
+    vflgan_before = json.loads(vflgan_now)
+    del vflgan_before["train"]["generator_steps"]
+    refuse_other_config(tmp_path, json.dumps(vflgan_before), vflgan_now, settings_as_read_now)
+    three = json.loads(vflgan_now)
+    three["train"]["generator_steps"] = 3
+    with pytest.raises(ValueError, match=r"generator_steps: 3 in the checkpoint, 1 now"):
+        refuse_other_config(tmp_path, json.dumps(three), vflgan_now, settings_as_read_now)
     # Not an algorithm configuration (GAFM's run identity), or one that lacks the section:
     # read as written.
     assert settings_as_read_now('{"method": "gafm", "seed": 1}') == '{"method": "gafm", "seed": 1}'
