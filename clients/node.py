@@ -405,8 +405,8 @@ def _checked_push(
         except ObjectPullError:
             log.warning(
                 "the SuperLink refused object %s of a reply and no longer holds it: the server "
-                "has read the reply, or dropped it with an expired push session (then its "
-                "exchange times out and the party rejoins)",
+                "has read the reply, or the SuperLink dropped it with an expired push session "
+                "(then the server never gets this reply)",
                 object_id,
             )
             return
