@@ -166,8 +166,8 @@ class TrainConfig:
         Half-life, in epochs, of an exponential moving average of each generator's
         parameters (Yazici et al., 2019), kept by its party; the average is what is
         evaluated, kept as the best model and published (VFLGAN's family and
-        VFLGAN-TS; an epoch has ``(n_rows // batch_size) // n_critic`` generator
-        steps). ``None`` (the default): the trained generator itself, as the paper.
+        VFLGAN-TS; an epoch has ``generator_steps ((n_rows // batch_size) // n_critic)``
+        generator steps). ``None`` (the default): the trained generator itself, as the paper.
         Nothing new crosses the wire.
     eval_every
         Evaluate the Frechet distance every this many epochs (0 disables it).

@@ -122,7 +122,13 @@ class Schedule:
     @property
     def steps_per_epoch(self) -> int:
         """Discriminator plus generator steps per epoch."""
-        return self.d_steps_per_epoch + self._cycles * self.generator_steps
+        return self.d_steps_per_epoch + self.g_steps_per_epoch
+
+    @property
+    def g_steps_per_epoch(self) -> int:
+        """Generator steps per epoch: ``generator_steps`` after each ``n_critic``
+        discriminator steps."""
+        return self._cycles * self.generator_steps
 
     @property
     def _cycles(self) -> int:

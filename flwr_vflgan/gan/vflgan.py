@@ -77,11 +77,10 @@ def generator_average(
     generator: torch.nn.Module, train: TrainConfig, n_rows: int
 ) -> ParameterAverage | None:
     """The average of ``generator`` that ``train.generator_average`` asks for (its
-    half-life in epochs of ``(n_rows // batch_size) // n_critic`` generator steps), or
-    ``None``."""
+    half-life in epochs of the schedule's generator steps), or ``None``."""
     if train.generator_average is None:
         return None
-    g_steps_per_epoch = (n_rows // train.batch_size) // train.n_critic * train.generator_steps
+    g_steps_per_epoch = Schedule.of(n_rows, train).g_steps_per_epoch
     decay = ParameterAverage.decay_for(train.generator_average, g_steps_per_epoch)
     return ParameterAverage(generator, decay)
 

@@ -269,6 +269,7 @@ def test_several_generator_steps_after_each_critic_cycle(n_critic, generator_ste
     assert s.steps_per_epoch == len(pattern)
     assert _kinds(s, 2 * len(pattern)) == pattern * 2
     assert s.d_steps_per_epoch == 5 == pattern.count("d")
+    assert s.g_steps_per_epoch == pattern.count("g")
 
 
 @pytest.mark.parametrize(
