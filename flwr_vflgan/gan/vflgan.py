@@ -80,7 +80,9 @@ def generator_average(
     half-life in epochs of the schedule's generator steps), or ``None``."""
     if train.generator_average is None:
         return None
-    g_steps_per_epoch = Schedule.of(n_rows, train).g_steps_per_epoch
+    # Not Schedule.of: a party that only scores (an audit's critic on a few canary rows)
+    # may hold fewer rows than a batch, which a schedule refuses.
+    g_steps_per_epoch = (n_rows // train.batch_size) // train.n_critic * train.generator_steps
     decay = ParameterAverage.decay_for(train.generator_average, g_steps_per_epoch)
     return ParameterAverage(generator, decay)
 
