@@ -16,7 +16,7 @@ import scipy.stats
 from flwr_vflgan.data.schema import ColumnKind, Schema
 from flwr_vflgan.metrics.tables import category_strings, check_pair
 
-__all__ = ["association_matrix"]
+__all__ = ["association_matrix", "pearson_matrix"]
 
 
 def association_matrix(
@@ -104,7 +104,7 @@ def _associations(frame: pd.DataFrame, schema: Schema, columns: list[str]) -> np
     def put(a: str, b: str, value: float) -> None:
         result[position[a], position[b]] = result[position[b], position[a]] = value
 
-    pearson = _pearson_matrix(frame[numeric].to_numpy(dtype=np.float64))
+    pearson = pearson_matrix(frame[numeric].to_numpy(dtype=np.float64))
     for i, a in enumerate(numeric):
         for j in range(i + 1, len(numeric)):
             put(a, numeric[j], float(pearson[i, j]))
@@ -117,7 +117,7 @@ def _associations(frame: pd.DataFrame, schema: Schema, columns: list[str]) -> np
     return result
 
 
-def _pearson_matrix(values: np.ndarray) -> np.ndarray:
+def pearson_matrix(values: np.ndarray) -> np.ndarray:
     """Pearson's r between the columns of ``values``; 0 for a constant column."""
     centred = values - values.mean(axis=0)
     norms = np.sqrt(np.sum(centred**2, axis=0))

@@ -3,6 +3,8 @@
 * :func:`k_avd`: the k-way Average Variance Distance (eq. 5.1), the mean total
   variation distance between the real and synthetic k-way marginals of random
   attribute combinations.
+* :func:`k_avd_by_party`: the same, over combinations within one party and over
+  combinations that span parties (not in the paper).
 * :func:`correlation_matrix_distance`: the Distance of Correlation Matrix (eq. 5.2),
   one minus the cosine between the flattened Pearson correlation matrices.
 """
@@ -11,17 +13,26 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from flwr_vflgan.data.schema import ColumnKind, Schema
-from flwr_vflgan.metrics.tables import FeatureEncoder, category_strings, check_pair
+from flwr_vflgan.metrics.associations import pearson_matrix
+from flwr_vflgan.metrics.tables import (
+    FeatureEncoder,
+    category_strings,
+    check_pair,
+    party_assignment,
+)
 
-__all__ = ["correlation_matrix_distance", "k_avd"]
+__all__ = ["correlation_matrix_distance", "k_avd", "k_avd_by_party"]
 
 # Joint codes above this many cells are compressed to the observed tuples first.
 _MAX_DIRECT_CELLS = 1 << 22
+# Up to this many k-combinations of a partition's columns are listed rather than drawn.
+_MAX_ENUMERATED = 200_000
 
 
 def k_avd(
@@ -89,24 +100,98 @@ def k_avd(
     """
     schema = check_pair(real, synthetic, schema)
     n_columns = len(schema.names)
+    _check_arguments(k, n_combinations, bins, seed, n_columns)
+    codes = _Codes(real, synthetic, schema, bins)
+    return codes.mean_distance(
+        _draw_combinations(n_columns, k, n_combinations, np.random.default_rng(seed))
+    )
+
+
+def k_avd_by_party(
+    real: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    schema: Schema | None = None,
+    *,
+    parties: Sequence[Sequence[str]],
+    k: int = 2,
+    n_combinations: int = 100,
+    bins: int = 10,
+    seed: int = 0,
+) -> dict[str, float | None]:
+    """:func:`k_avd` split by where a combination's columns live.
+
+    Parameters
+    ----------
+    real, synthetic, schema, k, n_combinations, bins, seed
+        As for :func:`k_avd`.
+    parties
+        The vertical partition: one list of column names per party (non-empty,
+        disjoint; columns outside every party are left out).
+
+    Returns
+    -------
+    dict
+        ``"within"``: the k-AVD over combinations whose ``k`` columns all belong to
+        one party; ``"across"``: over combinations whose columns belong to two or more
+        parties. Each averages up to ``n_combinations`` distinct combinations of its
+        kind, drawn uniformly (every one when fewer exist); ``None`` where no
+        combination of the kind exists (``k`` larger than every party, or one party).
+
+    Raises
+    ------
+    MetricInputError, ValueError, TypeError
+        As for :func:`k_avd`; also a malformed ``parties`` (see
+        :func:`~flwr_vflgan.metrics.tables.party_assignment`).
+
+    Notes
+    -----
+    Not in paper 004. It separates what a party's own model can see (its columns'
+    joint) from what only a cross-party signal can teach (the joint of columns held by
+    different parties). Applied to the real table with each party's rows permuted
+    independently, ``"across"`` measures how far the table is from the product of its
+    parties' marginals. Each kind draws its combinations with its own
+    ``numpy.random.default_rng(seed)``.
+    """
+    schema = check_pair(real, synthetic, schema)
+    party_of = party_assignment(parties, schema.names)
+    _check_arguments(k, n_combinations, bins, seed, len(schema.names))
+    codes = _Codes(real, synthetic, schema, bins)
+    result: dict[str, float | None] = {}
+    for kind in ("within", "across"):
+        combinations = _party_combinations(
+            party_of, k, n_combinations, np.random.default_rng(seed), across=kind == "across"
+        )
+        result[kind] = codes.mean_distance(combinations) if combinations else None
+    return result
+
+
+def _check_arguments(k: int, n_combinations: int, bins: int, seed: int, n_columns: int) -> None:
     _check_int("k", k, low=1, high=n_columns, high_rule="the number of columns")
     _check_int("n_combinations", n_combinations, low=1)
     _check_int("bins", bins, low=2)
     _check_int("seed", seed, low=None)
-    codes, cardinalities = [], []
-    for spec in schema.columns:
-        column_codes, cardinality = _discretise(
-            real[spec.name], synthetic[spec.name], spec.kind, bins
-        )
-        codes.append(column_codes)
-        cardinalities.append(cardinality)
-    combinations = _draw_combinations(n_columns, k, n_combinations, np.random.default_rng(seed))
-    n_real = len(real)
-    distances = [
-        _total_variation(*_joint_codes(codes, cardinalities, combination), n_real)
-        for combination in combinations
-    ]
-    return float(np.clip(np.mean(distances), 0.0, 1.0))
+
+
+class _Codes:
+    """Every column's codes, the real rows' first, and the mean total variation."""
+
+    def __init__(self, real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, bins: int):
+        self.n_real = len(real)
+        self.codes: list[np.ndarray] = []
+        self.cardinalities: list[int] = []
+        for spec in schema.columns:
+            column_codes, cardinality = _discretise(
+                real[spec.name], synthetic[spec.name], spec.kind, bins
+            )
+            self.codes.append(column_codes)
+            self.cardinalities.append(cardinality)
+
+    def mean_distance(self, combinations: Sequence[tuple[int, ...]]) -> float:
+        distances = [
+            _total_variation(*_joint_codes(self.codes, self.cardinalities, c), self.n_real)
+            for c in combinations
+        ]
+        return float(np.clip(np.mean(distances), 0.0, 1.0))
 
 
 def _check_int(
@@ -148,6 +233,34 @@ def _draw_combinations(
     while len(drawn) < n_combinations:
         combination = tuple(sorted(int(i) for i in rng.choice(n_columns, size=k, replace=False)))
         drawn.setdefault(combination, None)
+    return list(drawn)
+
+
+def _party_combinations(
+    party_of: np.ndarray, k: int, n_combinations: int, rng: np.random.Generator, *, across: bool
+) -> list[tuple[int, ...]]:
+    """Up to ``n_combinations`` distinct k-combinations of the assigned columns that span
+    two or more parties (``across``) or lie in one, drawn uniformly; all when fewer."""
+    columns = np.flatnonzero(party_of >= 0)
+    within = sum(math.comb(int(size), k) for size in np.bincount(party_of[columns]))
+    total = math.comb(len(columns), k)
+    count = total - within if across else within
+    if count == 0:
+        return []
+
+    def kind_of(combination: tuple[int, ...]) -> bool:
+        return len({int(party_of[c]) for c in combination}) > 1
+
+    if total <= _MAX_ENUMERATED:
+        pool = [c for c in itertools.combinations(columns.tolist(), k) if kind_of(c) == across]
+        if len(pool) <= n_combinations:
+            return pool
+        return [pool[i] for i in sorted(rng.choice(len(pool), n_combinations, replace=False))]
+    drawn: dict[tuple[int, ...], None] = {}
+    while len(drawn) < min(n_combinations, count):
+        combination = tuple(sorted(int(i) for i in rng.choice(columns, size=k, replace=False)))
+        if kind_of(combination) == across:
+            drawn.setdefault(combination, None)
     return list(drawn)
 
 
@@ -229,11 +342,6 @@ def correlation_matrix_distance(
 
 
 def _correlation(design: np.ndarray) -> np.ndarray:
-    centred = design - design.mean(axis=0)
-    norms = np.sqrt(np.sum(centred**2, axis=0))
-    constant = (design.max(axis=0) == design.min(axis=0)) | (norms == 0)
-    unit = centred / np.where(constant, 1.0, norms)
-    unit[:, constant] = 0.0
-    corr = np.clip(unit.T @ unit, -1.0, 1.0)
+    corr = pearson_matrix(design)
     np.fill_diagonal(corr, 1.0)
     return corr

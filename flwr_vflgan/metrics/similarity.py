@@ -30,6 +30,7 @@ from flwr_vflgan.metrics.tables import (
     category_strings,
     check_pair,
     numeric_columns,
+    party_assignment,
 )
 
 __all__ = [
@@ -196,7 +197,7 @@ def association_difference(
     """
     schema = check_pair(real, synthetic, schema)
     names = schema.names
-    party_of = _party_assignment(parties, names) if parties is not None else None
+    party_of = party_assignment(parties, names) if parties is not None else None
     difference = (
         association_matrix(real, schema, names).to_numpy()
         - association_matrix(synthetic, schema, names).to_numpy()
@@ -213,35 +214,6 @@ def association_difference(
         result["avg_client"] = float(np.mean(within))
         result["across_client"] = float(np.sqrt(np.sum(difference[cross] ** 2)))
     return result
-
-
-def _party_assignment(parties: Sequence[Sequence[str]], names: list[str]) -> np.ndarray:
-    """Party index of each column in ``names`` (-1 for columns outside every party)."""
-    if isinstance(parties, str):
-        raise TypeError(f"parties must be a sequence of column lists, got the string {parties!r}")
-    if len(parties) == 0:
-        raise ValueError("parties must hold at least one party, got none")
-    party_of = np.full(len(names), -1)
-    for p, party in enumerate(parties):
-        if isinstance(party, str):
-            raise TypeError(
-                f"parties[{p}] must be a sequence of column names, got the string {party!r}"
-            )
-        if len(party) == 0:
-            raise ValueError(f"parties[{p}] is empty; every party needs at least one column")
-        for column in party:
-            if column not in names:
-                raise ValueError(
-                    f"parties[{p}] names unknown column {column!r}; valid columns: {names}"
-                )
-            index = names.index(column)
-            if party_of[index] >= 0:
-                raise ValueError(
-                    f"column {column!r} is in parties[{party_of[index]}] and parties[{p}]; "
-                    "parties must be disjoint"
-                )
-            party_of[index] = p
-    return party_of
 
 
 def statistical_similarity(

@@ -25,6 +25,7 @@ __all__ = [
     "category_strings",
     "check_pair",
     "numeric_columns",
+    "party_assignment",
 ]
 
 
@@ -228,3 +229,32 @@ class FeatureEncoder:
     def fit_transform(self, real: pd.DataFrame) -> np.ndarray:
         """:meth:`fit` then :meth:`transform` on ``real``."""
         return self.fit(real).transform(real)
+
+
+def party_assignment(parties: Sequence[Sequence[str]], names: list[str]) -> np.ndarray:
+    """Party index of each column in ``names`` (-1 for columns outside every party)."""
+    if isinstance(parties, str):
+        raise TypeError(f"parties must be a sequence of column lists, got the string {parties!r}")
+    if len(parties) == 0:
+        raise ValueError("parties must hold at least one party, got none")
+    party_of = np.full(len(names), -1)
+    for p, party in enumerate(parties):
+        if isinstance(party, str):
+            raise TypeError(
+                f"parties[{p}] must be a sequence of column names, got the string {party!r}"
+            )
+        if len(party) == 0:
+            raise ValueError(f"parties[{p}] is empty; every party needs at least one column")
+        for column in party:
+            if column not in names:
+                raise ValueError(
+                    f"parties[{p}] names unknown column {column!r}; valid columns: {names}"
+                )
+            index = names.index(column)
+            if party_of[index] >= 0:
+                raise ValueError(
+                    f"column {column!r} is in parties[{party_of[index]}] and parties[{p}]; "
+                    "parties must be disjoint"
+                )
+            party_of[index] = p
+    return party_of

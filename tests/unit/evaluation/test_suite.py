@@ -81,7 +81,10 @@ def test_every_group_runs_under_stable_keys(results: dict) -> None:
         "diff_corr_avg_client",
         "diff_corr_across_client",
     } <= set(out["statistics"])
-    assert set(out["avd"]) == {"k2_avd", "k3_avd", "dcm"}
+    assert set(out["avd"]) == {
+        "k2_avd", "k2_avd_within", "k2_avd_across",
+        "k3_avd", "k3_avd_within", "k3_avd_across", "dcm",
+    }  # fmt: skip
     assert {"trtr_accuracy", "tstr_f1", "total_difference"} <= set(out["ai_utility"])
     assert {"decision_tree_real_auc", "accuracy_difference"} <= set(out["ml_efficacy"])
     assert {"dcr_median", "holdout_dcr_median", "nndr_median"} <= set(out["privacy"])
@@ -99,6 +102,7 @@ def test_a_faithful_table_scores_better_than_one_without_dependence(results: dic
         good["statistics"]["diff_corr_across_client"] < bad["statistics"]["diff_corr_across_client"]
     )
     assert good["avd"]["k2_avd"] < bad["avd"]["k2_avd"]
+    assert good["avd"]["k2_avd_across"] < bad["avd"]["k2_avd_across"]
     assert good["avd"]["dcm"] < bad["avd"]["dcm"]
     assert good["ai_utility"]["total_difference"] < bad["ai_utility"]["total_difference"]
     assert good["ml_efficacy"]["accuracy_difference"] < bad["ml_efficacy"]["accuracy_difference"]

@@ -76,6 +76,39 @@ def test_an_iteration_is_algorithm_3_in_one_graph(make_config, party_spans, part
         torch.testing.assert_close(a, b)
 
 
+def test_the_objective_cannot_see_how_the_clients_columns_are_paired(
+    make_config, party_spans, party_tables
+):
+    """Algorithm 3 is blind to the joint across clients: each ``D_k`` scores a row of
+    client ``k``'s columns alone, so pairing client 1's synthetic rows with the others'
+    at random leaves ``sum_k -mean D_k(G(z)_k)`` unchanged and only permutes client 1's
+    returned gradient. Any coupling of the right per-client marginals is an optimum of
+    the generator's loss (docs/vertigan.md, "What Algorithm 3 cannot learn")."""
+    _, _, server, clients = _run(make_config, party_spans, party_tables)
+    local = LocalVDGAN(server, clients)
+    for t in range(2):
+        local.iteration(t)
+    fakes = server.synthesize(2)
+    perm = torch.randperm(fakes[1].shape[0], generator=torch.Generator().manual_seed(3))
+    assert not torch.equal(perm, torch.arange(len(perm)))
+
+    def objective(blocks: list[torch.Tensor]) -> tuple[float, list[torch.Tensor]]:
+        total, grads = 0.0, []
+        for client, block in zip(clients, blocks, strict=True):
+            leaf = block.detach().clone().requires_grad_(True)
+            loss = generator_loss(client.critic(leaf))
+            grads.append(torch.autograd.grad(loss, leaf)[0])
+            total += float(loss)
+        return total, grads
+
+    total, grads = objective(fakes)
+    repaired_total, repaired = objective([fakes[0], fakes[1][perm], fakes[2]])
+    assert repaired_total == pytest.approx(total, rel=1e-6)
+    torch.testing.assert_close(repaired[1], grads[1][perm])
+    torch.testing.assert_close(repaired[0], grads[0])
+    torch.testing.assert_close(repaired[2], grads[2])
+
+
 def _joint(server: VDGANServer, generator, iteration: int) -> torch.Tensor:
     from flwr_vflgan.runtime.rng import latent_noise, torch_generator
 

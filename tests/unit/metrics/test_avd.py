@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from flwr_vflgan.data.schema import ColumnKind, ColumnSpec, Schema
-from flwr_vflgan.metrics.avd import correlation_matrix_distance, k_avd
+from flwr_vflgan.metrics.avd import correlation_matrix_distance, k_avd, k_avd_by_party
 from flwr_vflgan.metrics.tables import MetricInputError
 
 
@@ -115,6 +115,92 @@ def test_bad_parameters_are_rejected():
         k_avd(frame, frame.drop(columns="c0"), CATS)
     with pytest.raises(MetricInputError, match="empty"):
         k_avd(frame.iloc[:0], frame, CATS)
+
+
+# --- k-AVD within and across parties -------------------------------------------------
+
+PARTIES = [["c0", "c1"], ["c2", "c3", "c4"]]
+
+
+def _kinds(parties: list[list[str]], k: int) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    party = {c: p for p, cols in enumerate(parties) for c in cols}
+    combos = list(itertools.combinations(CATS.names, k))
+    within = [c for c in combos if len({party[x] for x in c}) == 1]
+    return within, [c for c in combos if len({party[x] for x in c}) > 1]
+
+
+def test_within_and_across_average_their_own_combinations():
+    real, synthetic = _categorical_frame(80, 2), _categorical_frame(70, 3)
+    for k in (2, 3):
+        within, across = _kinds(PARTIES, k)
+        result = k_avd_by_party(real, synthetic, CATS, parties=PARTIES, k=k)
+        expected_within = np.mean([_tvd_reference(real, synthetic, list(c)) for c in within])
+        expected_across = np.mean([_tvd_reference(real, synthetic, list(c)) for c in across])
+        assert result["within"] == pytest.approx(expected_within)
+        assert result["across"] == pytest.approx(expected_across)
+        # Both kinds together are every combination: the pooled k-AVD is their weighted mean.
+        pooled = (len(within) * result["within"] + len(across) * result["across"]) / math.comb(5, k)
+        assert k_avd(real, synthetic, CATS, k=k) == pytest.approx(pooled)
+
+
+def test_breaking_the_cross_party_joint_shows_only_across():
+    """A table whose parties' rows are paired at random keeps every party's own joint
+    (within = 0) and loses the joint between parties (across > 0)."""
+    real = _categorical_frame(3000, 8)
+    decoupled = real.copy()
+    order = np.random.default_rng(9).permutation(len(real))
+    decoupled[PARTIES[1]] = real[PARTIES[1]].to_numpy()[order]
+    result = k_avd_by_party(real, decoupled, CATS, parties=PARTIES, k=2)
+    assert result["within"] == pytest.approx(0.0, abs=1e-12)
+    # The columns share 60 % of a 3-valued base, so a pair's joint differs from the
+    # product of its marginals by far more than sampling noise at 3000 rows.
+    assert result["across"] > 0.1
+
+
+def test_a_kind_with_no_combination_is_none():
+    frame = _categorical_frame(40, 5)
+    # k = 3 exceeds the first party and equals the second: one within-combination.
+    one = k_avd_by_party(frame, frame, CATS, parties=PARTIES, k=3)
+    assert one["within"] == pytest.approx(0.0, abs=1e-12)
+    assert k_avd_by_party(frame, frame, CATS, parties=PARTIES, k=4)["within"] is None
+    assert k_avd_by_party(frame, frame, CATS, parties=[CATS.names], k=2)["across"] is None
+    # Columns outside every party take no part.
+    two = k_avd_by_party(frame, frame, CATS, parties=[["c0"], ["c1"]], k=2)
+    assert two == {"within": None, "across": pytest.approx(0.0, abs=1e-12)}
+
+
+def test_sampled_kinds_are_distinct_and_deterministic():
+    real, synthetic = _categorical_frame(80, 4), _categorical_frame(80, 5)
+    first = k_avd_by_party(real, synthetic, CATS, parties=PARTIES, k=2, n_combinations=3, seed=2)
+    again = k_avd_by_party(real, synthetic, CATS, parties=PARTIES, k=2, n_combinations=3, seed=2)
+    assert first == again
+    _, across = _kinds(PARTIES, 2)
+    values = [_tvd_reference(real, synthetic, list(c)) for c in across]
+    assert min(values) <= first["across"] <= max(values)
+
+
+def test_the_drawn_path_keeps_to_its_kind(monkeypatch):
+    """Above the enumeration limit the combinations are drawn by rejection; each kind
+    must still hold only its own combinations, without repeats."""
+    from flwr_vflgan.metrics import avd
+
+    monkeypatch.setattr(avd, "_MAX_ENUMERATED", 0)
+    party_of = np.array([0, 0, 1, 1, 1, -1])
+    for across in (False, True):
+        drawn = avd._party_combinations(party_of, 2, 50, np.random.default_rng(0), across=across)
+        assert len(drawn) == len(set(drawn)) == (6 if across else 4)
+        assert all(5 not in c for c in drawn)
+        assert all((len({party_of[i] for i in c}) > 1) == across for c in drawn)
+
+
+def test_malformed_parties_are_refused():
+    frame = _categorical_frame(10, 6)
+    with pytest.raises(ValueError, match="names unknown column 'zz'"):
+        k_avd_by_party(frame, frame, CATS, parties=[["c0"], ["zz"]])
+    with pytest.raises(ValueError, match="parties must be disjoint"):
+        k_avd_by_party(frame, frame, CATS, parties=[["c0"], ["c0", "c1"]])
+    with pytest.raises(ValueError, match="k must be >= 1, got 0"):
+        k_avd_by_party(frame, frame, CATS, parties=PARTIES, k=0)
 
 
 # --- correlation-matrix distance -----------------------------------------------------
