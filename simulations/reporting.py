@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -216,7 +217,7 @@ _HEADLINES = {
         "diff_corr_avg_client",
         "diff_corr_across_client",
     ),
-    "avd": ("k2_avd", "k3_avd", "dcm"),
+    "avd": ("dcm",),  # after every order's k-AVD and its part across parties (_avd_keys)
     "ai_utility": (
         "trtr_accuracy",
         "tstr_accuracy",
@@ -240,6 +241,8 @@ def print_evaluation(
         if group not in evaluation:
             continue
         values = evaluation[group]
+        if group == "avd":
+            keys = _avd_keys(values) + keys
         shown = "  ".join(
             f"{k} {values[k]:.4g}" for k in keys if isinstance(values.get(k), (int, float))
         )
@@ -248,6 +251,12 @@ def print_evaluation(
     for group, why in evaluation.get("skipped", {}).items():
         print(f"{group:12s} skipped: {why}", file=stream, flush=True)
     print(f"wrote {out_dir / 'report.md'}, metrics.json and plots", file=stream, flush=True)
+
+
+def _avd_keys(values: dict[str, Any]) -> tuple[str, ...]:
+    """``k2_avd k2_avd_across k3_avd ...``: each order of ``evaluation.avd_k`` and, with a
+    partition, its part across parties (the within part stays in metrics.json)."""
+    return tuple(k for k in values if re.fullmatch(r"k\d+_avd(_across)?", k))
 
 
 def _not_progress(record: logging.LogRecord) -> bool:

@@ -48,3 +48,31 @@ def test_a_log_gets_a_plain_line_at_most_every_minute(tmp_path):
     lines = stream.getvalue().splitlines()
     assert [line.split("%")[0].split()[-1] for line in lines] == ["32.5", "65.0"]
     assert all("\r" not in line for line in lines)
+
+
+def test_the_avd_line_shows_every_order_and_its_part_across_parties(tmp_path):
+    from flwr_vflgan.simulations.reporting import print_evaluation
+
+    evaluation = {
+        "avd": {
+            "k2_avd": 0.1,
+            "k2_avd_within": 0.05,
+            "k2_avd_across": 0.15,
+            "k4_avd": 0.2,
+            "k4_avd_within": None,
+            "k4_avd_across": 0.25,
+            "k6_avd": None,
+            "dcm": 0.01,
+        },
+        "seconds": {"avd": 1.25},
+    }
+    stream = io.StringIO()
+    print_evaluation(evaluation, tmp_path, stream)
+    first = stream.getvalue().splitlines()[0]
+    assert first == (
+        "avd          k2_avd 0.1  k2_avd_across 0.15  k4_avd 0.2  k4_avd_across 0.25  dcm 0.01  (1.2s)"
+    )
+    # Without a partition the line is the orders and the DCM.
+    stream = io.StringIO()
+    print_evaluation({"avd": {"k2_avd": 0.1, "k3_avd": 0.3, "dcm": 0.01}}, tmp_path, stream)
+    assert stream.getvalue().startswith("avd          k2_avd 0.1  k3_avd 0.3  dcm 0.01  (0.0s)")
