@@ -256,9 +256,16 @@ def _party_combinations(
         if len(pool) <= n_combinations:
             return pool
         return [pool[i] for i in sorted(rng.choice(len(pool), n_combinations, replace=False))]
+    # Within: a party with probability C(n_p, k) / count, then k of its columns (uniform
+    # over the within-combinations; rejection would almost never hit one when there are
+    # many parties). Across: rejection, which accepts about half of the draws or more
+    # unless one party holds most of the columns.
+    members = [np.flatnonzero(party_of == p) for p in range(int(party_of.max()) + 1)]
+    sizes = np.array([math.comb(len(m), k) for m in members], dtype=np.float64)
     drawn: dict[tuple[int, ...], None] = {}
     while len(drawn) < min(n_combinations, count):
-        combination = tuple(sorted(int(i) for i in rng.choice(columns, size=k, replace=False)))
+        pool_of = columns if across else members[int(rng.choice(len(members), p=sizes / within))]
+        combination = tuple(sorted(int(i) for i in rng.choice(pool_of, size=k, replace=False)))
         if kind_of(combination) == across:
             drawn.setdefault(combination, None)
     return list(drawn)

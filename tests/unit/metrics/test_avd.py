@@ -193,6 +193,20 @@ def test_the_drawn_path_keeps_to_its_kind(monkeypatch):
         assert all((len({party_of[i] for i in c}) > 1) == across for c in drawn)
 
 
+def test_many_parties_draw_their_few_within_combinations_directly():
+    """60 columns in 12 parties of 5 and k = 5: 12 within-combinations among 5.5 million,
+    above the enumeration limit; drawing at random and rejecting would need millions of
+    draws for each, so they are drawn party by party."""
+    from flwr_vflgan.metrics import avd
+
+    party_of = np.repeat(np.arange(12), 5)
+    drawn = avd._party_combinations(party_of, 5, 100, np.random.default_rng(0), across=False)
+    assert sorted(drawn) == [tuple(range(5 * p, 5 * p + 5)) for p in range(12)]
+    across = avd._party_combinations(party_of, 5, 100, np.random.default_rng(0), across=True)
+    assert len(set(across)) == 100
+    assert all(len({party_of[i] for i in c}) > 1 for c in across)
+
+
 def test_malformed_parties_are_refused():
     frame = _categorical_frame(10, 6)
     with pytest.raises(ValueError, match="names unknown column 'zz'"):
