@@ -268,16 +268,15 @@ def _avd(x: _Inputs) -> dict[str, Any]:
     c = x.config
     out: dict[str, Any] = {}
     n_columns = len(x.schema.names)
-    by_party = x.parties is not None and len(x.parties) > 1
+    parties = x.parties if x.parties is not None and len(x.parties) > 1 else None
     draw = {"n_combinations": c.avd_combinations, "bins": c.avd_bins, "seed": c.seed}
     for k in c.avd_k:
         if k > n_columns:
             out[f"k{k}_avd"] = None
             continue
         out[f"k{k}_avd"] = k_avd(x.real, x.synthetic, x.schema, k=k, **draw)
-        if by_party:
-            assert x.parties is not None
-            split = k_avd_by_party(x.real, x.synthetic, x.schema, parties=x.parties, k=k, **draw)
+        if parties is not None:
+            split = k_avd_by_party(x.real, x.synthetic, x.schema, parties=parties, k=k, **draw)
             out[f"k{k}_avd_within"], out[f"k{k}_avd_across"] = split["within"], split["across"]
     out["dcm"] = correlation_matrix_distance(x.real, x.synthetic, x.schema)
     return out
