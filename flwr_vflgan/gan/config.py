@@ -80,6 +80,13 @@ class ModelConfig:
         Hidden widths of the first part of a local discriminator, before the feature layer.
     feature_dim
         Width of the intermediate feature a local discriminator sends to the server.
+    local_head_hidden
+        Hidden widths of a local discriminator's second part ``D_i^2`` (VFLGAN, VertiGAN
+        and VDGAN, whose local critics have one). Empty: one linear layer from the
+        feature to the score, as the reference code's ``D_p`` (``128 -> 1``) and paper
+        000's Figure 11. VFLGAN's command-line job sets ``[128]``
+        (``conf/algorithm/vflgan.yaml``; docs/evaluation.md, "A deeper local head").
+        Nothing new crosses the wire: the head stays with its party.
     shared_hidden
         Hidden widths of the shared discriminator on the concatenated features.
     gumbel_tau, gumbel_hard
@@ -92,6 +99,7 @@ class ModelConfig:
     leaky_slope: float = 0.2
     disc_hidden: tuple[int, ...] = (256,)
     feature_dim: int = 128
+    local_head_hidden: tuple[int, ...] = ()
     shared_hidden: tuple[int, ...] = (128,)
     gumbel_tau: float = 1.0
     gumbel_hard: bool = True
@@ -100,6 +108,7 @@ class ModelConfig:
         object.__setattr__(self, "generator_hidden", tuple(self.generator_hidden))
         object.__setattr__(self, "disc_hidden", tuple(self.disc_hidden))
         object.__setattr__(self, "shared_hidden", tuple(self.shared_hidden))
+        object.__setattr__(self, "local_head_hidden", tuple(self.local_head_hidden))
         if not is_int(self.latent_dim) or self.latent_dim <= 0:
             raise ValueError(f"latent_dim must be a positive integer, got {self.latent_dim!r}")
         if not is_int(self.feature_dim) or self.feature_dim <= 0:
@@ -107,6 +116,7 @@ class ModelConfig:
         _check_widths("generator_hidden", self.generator_hidden, allow_empty=False)
         _check_widths("disc_hidden", self.disc_hidden, allow_empty=True)
         _check_widths("shared_hidden", self.shared_hidden, allow_empty=True)
+        _check_widths("local_head_hidden", self.local_head_hidden, allow_empty=True)
         _check_positive("batchnorm_eps", self.batchnorm_eps)
         _check_positive("gumbel_tau", self.gumbel_tau)
         if not 0 <= self.leaky_slope < 1:

@@ -111,6 +111,7 @@ def make_local_discriminator(
         model.feature_dim,
         local_head=local_head,
         leaky_slope=model.leaky_slope,
+        head_hidden=model.local_head_hidden,
     )
 
 

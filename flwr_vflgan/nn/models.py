@@ -5,7 +5,8 @@
   tanh for [-1, 1]-scaled pixels, Gumbel-softmax for one-hot categories.
 * :class:`LocalDiscriminator` is ``D_i``: a first part ``D_i^1`` whose output is the
   intermediate feature ``f_i`` sent to the server, and (VFLGAN, not VFLGAN-base) a
-  local second part ``D_i^2`` that scores ``f_i``.
+  local second part ``D_i^2`` that scores ``f_i`` (one linear layer, as the reference
+  code's, or an MLP with ``head_hidden``).
 * :class:`SharedDiscriminator` is ``D_s`` on the server, over the concatenated features.
 * :class:`ParameterAverage` keeps an exponential moving average of a generator.
 """
@@ -214,7 +215,9 @@ def _mlp(width_in: int, widths: Sequence[int], leaky_slope: float) -> tuple[nn.S
 class LocalDiscriminator(nn.Module):
     """``D_i`` of one party: ``first`` produces the feature ``f_i``, ``second`` scores it.
 
-    ``second`` is ``None`` for VFLGAN-base.
+    ``second`` is ``None`` for VFLGAN-base, one ``nn.Linear(feature_dim, 1)`` with no
+    ``head_hidden`` (the reference code's ``D_p``), and otherwise an MLP with those hidden
+    widths (each followed by a LeakyReLU) and a last linear layer to one score.
     """
 
     row_wise_mlp = True
@@ -229,10 +232,16 @@ class LocalDiscriminator(nn.Module):
         *,
         local_head: bool,
         leaky_slope: float = 0.2,
+        head_hidden: Sequence[int] = (),
     ) -> None:
         super().__init__()
         self.first, _ = _mlp(in_dim, [*hidden, feature_dim], leaky_slope)
-        self.second = nn.Linear(feature_dim, 1) if local_head else None
+        self.second: nn.Module | None = None
+        if local_head and head_hidden:
+            body, width = _mlp(feature_dim, head_hidden, leaky_slope)
+            self.second = nn.Sequential(*body, nn.Linear(width, 1))
+        elif local_head:
+            self.second = nn.Linear(feature_dim, 1)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The intermediate feature ``f_i = D_i^1(x_i)`` (eq. 11)."""

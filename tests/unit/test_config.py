@@ -23,6 +23,7 @@ def test_defaults_follow_the_documented_reference_settings():
     m, t = config.model, config.train
     assert (m.latent_dim, m.generator_hidden, m.batchnorm_eps) == (20, (32, 64, 128), 0.8)
     assert (m.disc_hidden, m.feature_dim, m.shared_hidden) == ((256,), 128, (128,))
+    assert m.local_head_hidden == ()  # the reference code's linear D_p; vflgan.yaml deepens it
     assert (m.gumbel_tau, m.gumbel_hard) == (1.0, True)
     assert (t.gp_weight, t.lr, t.betas, t.batch_size, t.n_critic, t.epochs) == (
         30.0, 5e-4, (0.5, 0.999), 64, 5, 75,
@@ -53,6 +54,10 @@ def test_defaults_follow_the_documented_reference_settings():
         ({"generator_hidden": (True,)}, r"generator_hidden must contain positive integers"),
         ({"disc_hidden": (0,)}, r"disc_hidden must contain positive integers, got \(0,\)"),
         ({"disc_hidden": (False,)}, r"disc_hidden must contain positive integers"),
+        (
+            {"local_head_hidden": (16, 0)},
+            r"local_head_hidden must contain positive integers, got \(16, 0\)",
+        ),
         ({"shared_hidden": (4, "8")}, r"shared_hidden must contain positive integers"),
         ({"batchnorm_eps": 0.0}, r"batchnorm_eps must be > 0, got 0\.0"),
         ({"batchnorm_eps": float("nan")}, r"batchnorm_eps must be > 0, got nan"),

@@ -337,6 +337,21 @@ def test_every_family_section_composes_to_its_settings_defaults(algorithm: str) 
     )
 
 
+@pytest.mark.parametrize(
+    ("algorithm", "head"),
+    [("vflgan", (128,)), ("vflgan_base", ()), ("vertigan", ()), ("vdgan", ()), ("wgan_gp", ())],
+)
+def test_only_vflgans_job_deepens_the_local_head(algorithm: str, head: tuple[int, ...]) -> None:
+    """VFLGAN's command line job measured best with a hidden layer in D_i^2; the papers'
+    baselines keep the reference code's linear head, and the override restores it."""
+    spec = to_run_spec(_compose("config", [f"algorithm={algorithm}"]), "out")
+    assert spec.algorithm.model.local_head_hidden == head
+    paper = to_run_spec(
+        _compose("config", [f"algorithm={algorithm}", "model.local_head_hidden=[]"]), "out"
+    )
+    assert paper.algorithm.model.local_head_hidden == ()
+
+
 def test_a_run_config_composes_inside_a_running_hydra_app() -> None:
     """The benchmark (a Hydra app) deploys runs whose config it composes: that failed
     with "GlobalHydra is already initialized" before the app's Hydra was set aside."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from flwr_vflgan.data import Span
@@ -239,6 +240,34 @@ def test_local_discriminator_parts():
     assert base.features(x).shape == (7, 3)
     with pytest.raises(RuntimeError, match=r"VFLGAN-base local discriminators have no second part"):
         base(x)
+
+
+def test_local_discriminator_head_hidden_is_an_mlp_after_the_feature():
+    paper = LocalDiscriminator(6, [8], feature_dim=3, local_head=True)
+    assert isinstance(paper.second, nn.Linear)  # the reference code's D_p, state keys unchanged
+    assert sorted(paper.state_dict()) == [
+        "first.0.bias",
+        "first.0.weight",
+        "first.2.bias",
+        "first.2.weight",
+        "second.bias",
+        "second.weight",
+    ]
+    deep = LocalDiscriminator(6, [8], feature_dim=3, local_head=True, head_hidden=(5, 4))
+    assert isinstance(deep.second, nn.Sequential)
+    layers = [type(m).__name__ for m in deep.second]
+    assert layers == ["Linear", "LeakyReLU", "Linear", "LeakyReLU", "Linear"]
+    widths = [(m.in_features, m.out_features) for m in deep.second if isinstance(m, nn.Linear)]
+    assert widths == [(3, 5), (5, 4), (4, 1)]
+    x = torch.randn(7, 6, generator=_gen(0))
+    f = deep.features(x)
+    w1, w2, w3 = (m for m in deep.second if isinstance(m, nn.Linear))
+    by_hand = F.leaky_relu(
+        F.leaky_relu(f @ w1.weight.T + w1.bias, 0.2) @ w2.weight.T + w2.bias, 0.2
+    )
+    torch.testing.assert_close(deep(x), by_hand @ w3.weight.T + w3.bias)
+    # VFLGAN-base has no second part whatever the head widths say
+    assert LocalDiscriminator(6, [8], 3, local_head=False, head_hidden=(5,)).second is None
 
 
 def test_shared_discriminator_scores_rows():

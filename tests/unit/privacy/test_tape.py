@@ -40,6 +40,7 @@ def _rows(batch: int = 12, width: int = 5, seed: int = 0) -> tuple[torch.Tensor,
 
 def test_tapeable_means_linear_layers_and_elementwise_activations_only() -> None:
     assert tapeable(LocalDiscriminator(5, [8], 4, local_head=True))
+    assert tapeable(LocalDiscriminator(5, [8], 4, local_head=True, head_hidden=(6,)))
     assert tapeable(SharedDiscriminator(8, [8]))
     assert tapeable(nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 1)))
     assert not tapeable(nn.Sequential(nn.Linear(5, 8), nn.Dropout(0.3), nn.Linear(8, 1)))
@@ -64,6 +65,8 @@ def test_tapeable_means_linear_layers_and_elementwise_activations_only() -> None
         # parameters through tanh' too, which autograd carries to the forward uses.
         nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 1)),
         nn.Sequential(nn.Linear(5, 16, bias=False), nn.Sigmoid(), nn.Linear(16, 1)),
+        # VFLGAN's command-line D_i: a hidden layer in the local head too
+        LocalDiscriminator(5, [16], 8, local_head=True, head_hidden=(6,)),
     ],
 )
 def test_wgan_gp_row_gradients_match_vmap(critic: nn.Module) -> None:
