@@ -181,6 +181,43 @@ def test_protocol_matches_plain_vflgan(
     assert all(not np.array_equal(a, _flat(p)) for a, p in zip(initial, parties, strict=True))
 
 
+def test_protocol_matches_plain_vflgan_with_a_deeper_local_head(
+    make_config, party_spans, party_tables
+):
+    """VFLGAN's job has a hidden layer in D_i^2 (model.local_head_hidden): the head trains
+    at its party, in the protocol exactly as in the one-graph loop."""
+    from dataclasses import replace
+
+    base = make_config("vflgan", shared_d_weight=2.5, first_part_gp=True)
+    config = replace(base, model=replace(base.model, local_head_hidden=(5,)))
+    spans, tables = party_spans[:2], party_tables(2, N_ROWS, seed=3)
+    schedule = Schedule(N_ROWS, 8, 2, epochs=5, max_steps=20)
+    parties = [
+        PartyTrainer(config, s, d, SHARED_SEED, i)
+        for i, (s, d) in enumerate(zip(spans, tables, strict=True))
+    ]
+    heads = [
+        [p.detach().clone() for p in party.discriminator.second.parameters()] for party in parties
+    ]
+    assert [len(h) for h in heads] == [4, 4]  # Linear(feature, 5) and Linear(5, 1)
+    server = ServerTrainer(config, 2, SERVER_SEED)
+    plain = PlainVFLGAN(config, spans, tables, SHARED_SEED, SERVER_SEED)
+
+    _drive_protocol(parties, server, schedule)
+    for step in range(schedule.total_steps):
+        plain.step(step, schedule.kind(step))
+
+    _assert_same_state([_flat(p) for p in parties], [_flat(p) for p in plain.parties])
+    _assert_same_state([_flat(server)], [_flat(plain.server)])
+    for party, before in zip(parties, heads, strict=True):
+        after = list(party.discriminator.second.parameters())
+        # Both weight matrices trained. (A WGAN loss gives the score's bias no gradient, +1
+        # per fake row and -1 per real one, nor the hidden biases where no row changes the
+        # LeakyReLU's side.)
+        moved = [not torch.equal(a, b) for a, b in zip(after, before, strict=True)]
+        assert moved[0] and moved[2]
+
+
 def _relay_tensor(tensor: torch.Tensor) -> torch.Tensor:
     """Send a tensor through a Flower ArrayRecord and validate it on arrival."""
     content = RecordDict({"msg": tensors_to_record({"x": tensor})})
