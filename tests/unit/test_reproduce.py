@@ -203,6 +203,9 @@ def test_paper000_runs_are_configured_as_before_beside_vtgan_rows() -> None:
             "dataset": {"source": "german_credit"},
             "train": {"epochs": 300},
         }
+        # The one model setting of an algorithm group (vflgan.yaml's local head; the base
+        # tree, composed with the default algorithm=vflgan, carries it for wgan_gp too).
+        override["model"] = {"local_head_hidden": [128] if algorithm == "vflgan" else []}
         run_dir = Path("out/german_credit") / algorithm / "seed1"
         assert spec == to_run_spec(OmegaConf.merge(base, override), run_dir)
         assert spec.data.n_parties == 2 and spec.evaluation.cv_folds == 10
