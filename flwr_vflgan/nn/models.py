@@ -212,6 +212,12 @@ def _mlp(width_in: int, widths: Sequence[int], leaky_slope: float) -> tuple[nn.S
     return nn.Sequential(*layers), width_in
 
 
+def _scorer(width_in: int, hidden: Sequence[int], leaky_slope: float) -> nn.Sequential:
+    """``hidden`` linear layers with LeakyReLUs, then a linear layer to one score."""
+    body, width = _mlp(width_in, hidden, leaky_slope)
+    return nn.Sequential(*body, nn.Linear(width, 1))
+
+
 class LocalDiscriminator(nn.Module):
     """``D_i`` of one party: ``first`` produces the feature ``f_i``, ``second`` scores it.
 
@@ -237,11 +243,12 @@ class LocalDiscriminator(nn.Module):
         super().__init__()
         self.first, _ = _mlp(in_dim, [*hidden, feature_dim], leaky_slope)
         self.second: nn.Module | None = None
-        if local_head and head_hidden:
-            body, width = _mlp(feature_dim, head_hidden, leaky_slope)
-            self.second = nn.Sequential(*body, nn.Linear(width, 1))
-        elif local_head:
-            self.second = nn.Linear(feature_dim, 1)
+        if local_head:  # the reference's linear D_p keeps its state keys (second.weight)
+            self.second = (
+                _scorer(feature_dim, head_hidden, leaky_slope)
+                if head_hidden
+                else nn.Linear(feature_dim, 1)
+            )
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The intermediate feature ``f_i = D_i^1(x_i)`` (eq. 11)."""
@@ -267,8 +274,7 @@ class SharedDiscriminator(nn.Module):
 
     def __init__(self, in_dim: int, hidden: Sequence[int], *, leaky_slope: float = 0.2) -> None:
         super().__init__()
-        body, width = _mlp(in_dim, hidden, leaky_slope)
-        self.net = nn.Sequential(*body, nn.Linear(width, 1))
+        self.net = _scorer(in_dim, hidden, leaky_slope)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """Critic score of each row of concatenated features."""
